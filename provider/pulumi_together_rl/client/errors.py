@@ -1,0 +1,157 @@
+"""The client's exception tree and the one place an HTTP status becomes an exception.
+
+Resources never see ``httpx`` exceptions: the transport turns every failure into one of these.
+No message built here ever contains the API key: messages are made from the server's error body, the HTTP
+method and the path, and :func:`redact` scrubs the key out of anything echoed back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TogetherError(Exception):
+    """Base of every error this client raises."""
+
+
+class ConfigurationError(TogetherError):
+    """The client cannot be built as configured (for example: no API key)."""
+
+
+class ApiError(TogetherError):
+    """The API answered with a non-2xx status.
+
+    Attributes mirror the error envelope ``{"error": {message, type, param, code}}``, plus the HTTP ``status``,
+    the request's ``method`` and ``path``, and a ``request_id`` when the server sent one.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+        request_id: str | None = None,
+        method: str | None = None,
+        path: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.param = param
+        self.request_id = request_id
+        self.method = method
+        self.path = path
+        self.retry_after = retry_after
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"{self.method} {self.path}: " if self.method and self.path else ""
+        extras = [f"{k}={v}" for k, v in (("type", self.type), ("code", self.code), ("param", self.param)) if v]
+        tail = f" ({', '.join(extras)})" if extras else ""
+        return f"{where}HTTP {self.status}: {self.message or 'no message'}{tail}"
+
+
+class BadRequest(ApiError):
+    """400 / 422: the request was invalid; ``param`` names the field when the server says which."""
+
+
+class Unauthorized(ApiError):
+    """401: the API key is missing or wrong."""
+
+
+class PermissionDenied(ApiError):
+    """403: the key may not do this."""
+
+
+class NotFound(ApiError):
+    """404: no such object (for this key's project)."""
+
+
+class Conflict(ApiError):
+    """409: the object is in a state that refuses this call (for example: sessions still attached)."""
+
+
+class RateLimited(ApiError):
+    """429: throttled, or a hard cap such as the per-resource session limit."""
+
+
+class ServerError(ApiError):
+    """5xx: the server failed. For a create this is ambiguous: it may have acted."""
+
+
+class ApiConnectionError(TogetherError):
+    """The request did not get an HTTP answer (refused, reset, DNS, TLS...).
+
+    ``maybe_sent`` is True when the request may have reached the server (the connection broke after the
+    request was written), which makes a create ambiguous.
+    """
+
+    def __init__(self, message: str, *, method: str | None = None, path: str | None = None, maybe_sent: bool = False):
+        self.method = method
+        self.path = path
+        self.maybe_sent = maybe_sent
+        super().__init__(f"{method} {path}: {message}" if method and path else message)
+
+
+class ApiTimeout(ApiConnectionError):
+    """The request timed out. A read timeout means the server may have acted."""
+
+
+_STATUS_CLASSES: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: PermissionDenied,
+    404: NotFound,
+    409: Conflict,
+    422: BadRequest,
+    429: RateLimited,
+}
+
+
+def error_class_for(status: int) -> type[ApiError]:
+    if status >= 500:
+        return ServerError
+    return _STATUS_CLASSES.get(status, ApiError)
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove ``secret`` from ``text`` (belt and braces: a server or proxy could echo a header back)."""
+    if secret and secret in text:
+        return text.replace(secret, "***")
+    return text
+
+
+def error_from_response(
+    status: int,
+    body: Any,
+    *,
+    method: str | None = None,
+    path: str | None = None,
+    request_id: str | None = None,
+    retry_after: float | None = None,
+    secret: str | None = None,
+) -> ApiError:
+    """Build the one exception for a non-2xx answer. ``body`` is the parsed JSON (or text) of the response."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict):
+        message = str(err.get("message") or "")
+        etype, code, param = err.get("type"), err.get("code"), err.get("param")
+    else:
+        message = body if isinstance(body, str) else ""
+        etype = code = param = None
+    return error_class_for(status)(
+        status,
+        redact(message[:2000], secret),
+        type=etype if isinstance(etype, str) else None,
+        code=code if isinstance(code, str) else None,
+        param=param if isinstance(param, str) else None,
+        request_id=request_id,
+        method=method,
+        path=path,
+        retry_after=retry_after,
+    )

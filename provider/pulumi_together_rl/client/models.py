@@ -1,0 +1,381 @@
+"""Wire models of the Together RL API: one pydantic class per JSON object, 1:1 with the API.
+
+Rules that make these safe against a live, evolving API:
+
+* Unknown fields are tolerated (``extra="allow"``): Together adds response fields often, and a new field must
+  never break ``pulumi refresh``.
+* int64 fields arrive as JSON strings (proto3 JSON mapping) or ints; :data:`Int64` accepts both and keeps an
+  ``int`` whenever the value is numeric.
+* Request models are serialised with :meth:`WireModel.to_wire`, which sends only the fields that were set, so
+  "omitted = unchanged" (PATCH) and "omitted = server default" (create) hold; ``""`` is sent as given.
+* Error codes are kept as plain strings (constants below): they only ever reach a message, and an error code
+  the API adds later must still be reported, not rejected. Statuses are strict enums: the lifecycle logic
+  branches on them.
+
+Status groups used by the resource layer live here too, so there is one definition of "gone" or "active".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+
+def _coerce_int64(value: Any) -> Any:
+    # proto3 JSON renders int64 as a string ("100"); older examples even hold placeholders ("string"), which
+    # we keep as text rather than fail on, as the official SDK (typed `str | int`) does.
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
+
+
+Int64 = Annotated[int | str, BeforeValidator(_coerce_int64)]
+"""An int64 field: accepted as JSON string or number, held as ``int`` when numeric."""
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: tolerant of unknown fields, serialises only what was set."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON body for a request: only fields that were set and are not ``None``."""
+        return self.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+
+
+# --------------------------------------------------------------------------------------------------- enums
+
+
+class ModelResourceStatus(str, Enum):
+    PENDING = "MODEL_RESOURCES_STATUS_PENDING"
+    CREATING = "MODEL_RESOURCES_STATUS_CREATING"
+    READY = "MODEL_RESOURCES_STATUS_READY"
+    ERROR = "MODEL_RESOURCES_STATUS_ERROR"
+    STOPPED = "MODEL_RESOURCES_STATUS_STOPPED"
+    STOPPING = "MODEL_RESOURCES_STATUS_STOPPING"
+
+    @property
+    def short(self) -> str:
+        """The short name the guides use (``READY``)."""
+        return self.value.rsplit("_STATUS_", 1)[1]
+
+
+class TrainingSessionStatus(str, Enum):
+    UNSPECIFIED = "TRAINING_SESSION_STATUS_UNSPECIFIED"
+    CREATING = "TRAINING_SESSION_STATUS_CREATING"
+    RUNNING = "TRAINING_SESSION_STATUS_RUNNING"
+    STOPPED = "TRAINING_SESSION_STATUS_STOPPED"
+    STOPPING = "TRAINING_SESSION_STATUS_STOPPING"
+    ERROR = "TRAINING_SESSION_STATUS_ERROR"
+    EXPIRED = "TRAINING_SESSION_STATUS_EXPIRED"
+
+    @property
+    def short(self) -> str:
+        return self.value.rsplit("_STATUS_", 1)[1]
+
+
+class GpuType(str, Enum):
+    H100_80GB = "H100-80GB"
+    B200_SXM = "B200-SXM"
+
+
+class MuonScalingStrategy(str, Enum):
+    UNSPECIFIED = "MUON_SCALING_STRATEGY_UNSPECIFIED"
+    MATCH_ADAM = "MUON_SCALING_STRATEGY_MATCH_ADAM"
+    ORIGINAL = "MUON_SCALING_STRATEGY_ORIGINAL"
+    # Older spellings seen in earlier SDK builds; accepted when parsing.
+    MATCH_ADAMW = "MUON_SCALING_STRATEGY_MATCH_ADAMW"
+
+
+class ModelResourceErrorCode:
+    """Known ``ModelResources.error.code`` values (newest SDK), plus the older spelling."""
+
+    CAPACITY_WAIT_TIMEOUT = "MODEL_RESOURCES_ERROR_CODE_CAPACITY_WAIT_TIMEOUT"
+    PROVISIONING_FAILED = "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED"
+    RESOURCE_UNAVAILABLE = "MODEL_RESOURCES_ERROR_CODE_RESOURCE_UNAVAILABLE"
+    CAPACITY_UNAVAILABLE = "MODEL_RESOURCES_ERROR_CODE_CAPACITY_UNAVAILABLE"  # older spec
+    ALL = (CAPACITY_WAIT_TIMEOUT, PROVISIONING_FAILED, RESOURCE_UNAVAILABLE, CAPACITY_UNAVAILABLE)
+
+
+class TrainingSessionErrorCode:
+    """Known ``TrainingSession.error.code`` values."""
+
+    RESOURCE_UNAVAILABLE = "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE"
+    RESOURCE_AT_CAPACITY = "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY"
+    TIMED_OUT = "TRAINING_SESSION_ERROR_CODE_TIMED_OUT"
+    SESSION_FAILED = "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED"
+    ALL = (RESOURCE_UNAVAILABLE, RESOURCE_AT_CAPACITY, TIMED_OUT, SESSION_FAILED)
+
+
+# Status groups: the single definition the resource layer and the emulator tests rely on.
+RESOURCE_PROVISIONING = frozenset({ModelResourceStatus.PENDING, ModelResourceStatus.CREATING})
+#: A resource in one of these states no longer bills and cannot come back (billing stops at STOPPING).
+RESOURCE_GONE = frozenset({ModelResourceStatus.STOPPING, ModelResourceStatus.STOPPED, ModelResourceStatus.ERROR})
+RESOURCE_ACTIVE = frozenset(set(ModelResourceStatus) - RESOURCE_GONE)
+#: A session in one of these states has ended and released its slot (STOPPING still holds its LoRA slot).
+SESSION_GONE = frozenset(
+    {TrainingSessionStatus.STOPPED, TrainingSessionStatus.EXPIRED, TrainingSessionStatus.ERROR}
+)
+#: Sessions that still occupy a slot on their model resource.
+SESSION_HOLDS_SLOT = frozenset(
+    {TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING, TrainingSessionStatus.STOPPING}
+)
+
+
+# ----------------------------------------------------------------------------------------- shared pieces
+
+
+class ListMeta(WireModel):
+    """Pagination metadata of every list response."""
+
+    limit: int | None = None
+    has_more: bool | None = None
+    next_cursor: str | None = None  # "" on the last page
+
+
+class ErrorBody(WireModel):
+    message: str = ""
+    type: str = ""
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorEnvelope(WireModel):
+    """Every non-2xx body: ``{"error": {message, type, param, code}}``."""
+
+    error: ErrorBody
+
+
+# ------------------------------------------------------------------------------------- model resources
+
+
+class AdamConfig(WireModel):
+    """Adam optimizer (no settings)."""
+
+
+class MuonConfig(WireModel):
+    scaling_strategy: MuonScalingStrategy | None = None
+
+
+class OptimizerConfig(WireModel):
+    """One of ``adam`` or ``muon``. Older servers answer ``adamw``, kept as an extra field."""
+
+    adam: AdamConfig | None = None
+    muon: MuonConfig | None = None
+
+
+class ComputeConfigParams(WireModel):
+    """Compute layout in a create / estimate-cost request."""
+
+    gpu_type: GpuType | None = None
+    num_generator_replicas: int | None = None
+
+
+class ComputeConfig(WireModel):
+    """Compute layout as provisioned (response)."""
+
+    num_generator_replicas: int
+    gpu_type: GpuType | None = None
+
+
+class StatusDetails(WireModel):
+    queue_position: int | None = None
+
+
+class ModelResourceError(WireModel):
+    code: str
+    message: str = ""
+    occurred_at: datetime | None = None
+
+
+class ModelResource(WireModel):
+    """``ModelResources``: the response of every model-resource endpoint."""
+
+    id: str
+    status: ModelResourceStatus
+    status_details: StatusDetails = Field(default_factory=StatusDetails)
+    base_model: str
+    compute_config: ComputeConfig
+    lora_enabled: bool
+    optimizer_config: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    created_at: datetime
+    updated_at: datetime
+    created_by: str
+    # Required in the newest SDK; optional here so an older server's answer still parses.
+    inactive_timeout: int | None = None
+    base_weights_ref: str | None = None
+    error: ModelResourceError | None = None
+    expires_at: datetime | None = None
+
+
+class ModelResourceList(WireModel):
+    data: list[ModelResource] = Field(default_factory=list)
+    meta: ListMeta = Field(default_factory=ListMeta)
+
+
+class ModelResourceCreateRequest(WireModel):
+    """Body of ``POST /v1/rl/model-resources`` and ``.../estimate-cost``."""
+
+    base_model: str
+    base_weights_ref: str | None = None
+    compute_config: ComputeConfigParams | None = None
+    inactive_timeout: int | None = None
+    lora_enabled: bool | None = None
+    optimizer_config: OptimizerConfig | None = None
+
+
+class ExtendExpiryRequest(WireModel):
+    seconds: int
+
+
+class CostEstimate(WireModel):
+    currency: str
+    price_per_hour: float
+
+
+# ----------------------------------------------------------------------------------- training sessions
+
+
+class LoraConfig(WireModel):
+    """LoRA adapter configuration (request and response)."""
+
+    rank: int | None = None
+    alpha: int | None = None
+    dropout: float | None = None
+    seed: Int64 | None = None
+    train_unembed: bool | None = None
+
+
+class WandbMetadata(WireModel):
+    entity: str | None = None
+    project: str | None = None
+    group: str | None = None
+    run_id: str | None = None
+    run_name: str | None = None
+    url: str | None = None
+
+
+class SessionMetadata(WireModel):
+    wandb: WandbMetadata | None = None
+
+
+class PolicyState(WireModel):
+    trainer_step: Int64 = 0
+    target_weights_version: Int64 = 0
+    applied_weights_version: Int64 = 0
+    pending_publish: bool = False
+
+
+class Checkpoint(WireModel):
+    """A training or inference checkpoint embedded in a session.
+
+    ``registration`` changed shape three times across spec revisions, so it is kept as an opaque object.
+    """
+
+    id: str
+    created_at: datetime | None = None
+    step: Int64 = 0
+    registration: dict[str, Any] | None = None
+
+
+class TrainingSessionError(WireModel):
+    code: str
+    message: str = ""
+    occurred_at: datetime | None = None
+
+
+class TrainingSession(WireModel):
+    """``TrainingSession``: the response of every session endpoint."""
+
+    id: str
+    status: TrainingSessionStatus
+    model_resources_id: str
+    base_model: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    step: Int64 = 0
+    metadata: SessionMetadata = Field(default_factory=SessionMetadata)
+    inference_checkpoints: list[Checkpoint] = Field(default_factory=list)
+    training_checkpoints: list[Checkpoint] = Field(default_factory=list)
+    policy_state: PolicyState | None = None
+    display_name: str | None = None
+    error: TrainingSessionError | None = None
+    lora_config: LoraConfig | None = None
+    resume_from_checkpoint_id: str | None = None
+
+
+class TrainingSessionList(WireModel):
+    data: list[TrainingSession] = Field(default_factory=list)
+    meta: ListMeta = Field(default_factory=ListMeta)
+
+
+class TrainingSessionCreateRequest(WireModel):
+    """Body of ``POST /v1/rl/training-sessions``."""
+
+    model_resources_id: str
+    display_name: str | None = None
+    load_optimizer: bool | None = None
+    lora_config: LoraConfig | None = None
+    metadata: SessionMetadata | None = None
+    resume_from_checkpoint_id: str | None = None
+
+
+class TrainingSessionUpdateRequest(WireModel):
+    """Body of ``PATCH /v1/rl/training-sessions/{id}``: omitted = unchanged, ``""`` = clear."""
+
+    display_name: str | None = None
+    metadata: SessionMetadata | None = None
+
+
+# ------------------------------------------------------------------------------------ supported models
+
+
+class SamplingDefaults(WireModel):
+    logprobs: int | None = None
+    max_tokens: int | None = None
+    n: int | None = None
+    temperature: float | None = None
+
+
+class GeneratorConfig(WireModel):
+    context_length: int | None = None
+    sampling_defaults: SamplingDefaults | None = None
+
+
+class LoraTrainerConfig(WireModel):
+    max_batch_size: int | None = None
+    max_rank: int | None = None
+    max_seq_length: int | None = None
+
+
+class FullTrainerConfig(WireModel):
+    max_batch_size: int | None = None
+    max_seq_length: int | None = None
+
+
+class TrainerConfig(WireModel):
+    lora: LoraTrainerConfig | None = None
+    full: FullTrainerConfig | None = None
+
+
+class SupportedComputeConfig(WireModel):
+    gpu_type: GpuType
+    generator_config: GeneratorConfig | None = None
+    trainer_config: TrainerConfig | None = None
+
+
+class SupportedModel(WireModel):
+    base_model: str
+    default_gpu_type: GpuType | None = None
+    compute_configs: list[SupportedComputeConfig] = Field(default_factory=list)
+
+
+class SupportedModelList(WireModel):
+    data: list[SupportedModel] = Field(default_factory=list)
