@@ -51,7 +51,9 @@ class ApiError(TogetherError):
 
     def __str__(self) -> str:
         where = f"{self.method} {self.path}: " if self.method and self.path else ""
-        extras = [f"{k}={v}" for k, v in (("type", self.type), ("code", self.code), ("param", self.param)) if v]
+        extras = [
+            f"{k}={v}" for k, v in (("type", self.type), ("code", self.code), ("param", self.param)) if v
+        ]
         tail = f" ({', '.join(extras)})" if extras else ""
         return f"{where}HTTP {self.status}: {self.message or 'no message'}{tail}"
 
@@ -91,7 +93,10 @@ class ApiConnectionError(TogetherError):
     request was written), which makes a create ambiguous.
     """
 
-    def __init__(self, message: str, *, method: str | None = None, path: str | None = None, maybe_sent: bool = False):
+    def __init__(
+        self, message: str, *, method: str | None = None, path: str | None = None, maybe_sent: bool = False
+    ):
+        self.message = message
         self.method = method
         self.path = path
         self.maybe_sent = maybe_sent
@@ -147,10 +152,10 @@ def error_from_response(
     return error_class_for(status)(
         status,
         redact(message[:2000], secret),
-        type=etype if isinstance(etype, str) else None,
-        code=code if isinstance(code, str) else None,
-        param=param if isinstance(param, str) else None,
-        request_id=request_id,
+        type=redact(etype, secret) if isinstance(etype, str) else None,
+        code=redact(code, secret) if isinstance(code, str) else None,
+        param=redact(param, secret) if isinstance(param, str) else None,
+        request_id=redact(request_id, secret) if request_id else None,
         method=method,
         path=path,
         retry_after=retry_after,

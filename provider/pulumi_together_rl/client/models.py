@@ -116,7 +116,9 @@ class TrainingSessionErrorCode:
 # Status groups: the single definition the resource layer and the emulator tests rely on.
 RESOURCE_PROVISIONING = frozenset({ModelResourceStatus.PENDING, ModelResourceStatus.CREATING})
 #: A resource in one of these states no longer bills and cannot come back (billing stops at STOPPING).
-RESOURCE_GONE = frozenset({ModelResourceStatus.STOPPING, ModelResourceStatus.STOPPED, ModelResourceStatus.ERROR})
+RESOURCE_GONE = frozenset(
+    {ModelResourceStatus.STOPPING, ModelResourceStatus.STOPPED, ModelResourceStatus.ERROR}
+)
 RESOURCE_ACTIVE = frozenset(set(ModelResourceStatus) - RESOURCE_GONE)
 #: A session in one of these states has ended and released its slot (STOPPING still holds its LoRA slot).
 SESSION_GONE = frozenset(
@@ -285,7 +287,7 @@ class Checkpoint(WireModel):
 
 
 class TrainingSessionError(WireModel):
-    code: str
+    code: str | None = None  # the published examples of spec v3/v4 omit it
     message: str = ""
     occurred_at: datetime | None = None
 
@@ -294,9 +296,11 @@ class TrainingSession(WireModel):
     """``TrainingSession``: the response of every session endpoint."""
 
     id: str
-    status: TrainingSessionStatus
+    # Both required by the newest spec; the published examples of spec v3/v4 omit them, so they default to
+    # the proto default ("not reported") and None instead of failing.
+    status: TrainingSessionStatus = TrainingSessionStatus.UNSPECIFIED
     model_resources_id: str
-    base_model: str
+    base_model: str | None = None
     created_by: str
     created_at: datetime
     updated_at: datetime

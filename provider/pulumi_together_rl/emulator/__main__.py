@@ -1,0 +1,196 @@
+"""``python -m pulumi_together_rl.emulator``: serve the Together RL API emulator over HTTP.
+
+The first line on stdout is the base URL (e.g. ``http://127.0.0.1:43117``); point ``TOGETHER_BASE_URL`` at it.
+Logs go to stderr. SIGINT / SIGTERM shut the server down cleanly (exit status 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .state import DEFAULT_SETTINGS, TIMING_KEYS, InvalidRequest
+
+_TIMINGS_HELP = (
+    "seconds each state lasts, as KEY=SECONDS pairs joined by commas; keys: "
+    + ", ".join(TIMING_KEYS)
+    + " (or 'all' for every key); 0 = the next request sees the next state. Defaults: "
+    + ", ".join(f"{k}={v:g}" for k, v in DEFAULT_SETTINGS["timings"].items())
+)
+
+
+def _parse_timings(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep:
+            raise argparse.ArgumentTypeError(f"expected KEY=SECONDS, got {part!r}")
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{key}: {value!r} is not a number of seconds") from None
+        if key == "all":
+            out.update(dict.fromkeys(TIMING_KEYS, seconds))
+        elif key in TIMING_KEYS:
+            out[key] = seconds
+        else:
+            raise argparse.ArgumentTypeError(f"unknown timing {key!r} (known: {', '.join(TIMING_KEYS)}, all)")
+    return out
+
+
+def _load_models(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"cannot read supported models from {path}: {exc}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m pulumi_together_rl.emulator",
+        description=(
+            "Serve an offline emulator of the Together AI RL API (model resources, training sessions, "
+            "supported models) under /v1, with a control API under /_emulator. Prints the base URL as the "
+            "first line on stdout, then serves until SIGINT or SIGTERM."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    p.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (printed on stdout)")
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="the only bearer key accepted; when unset, any non-empty key is accepted (no key: 401)",
+    )
+    p.add_argument("--user-id", default=DEFAULT_SETTINGS["user_id"], help="created_by of new objects ('me')")
+    p.add_argument(
+        "--timings", type=_parse_timings, default=None, metavar="KEY=SECONDS,...", help=_TIMINGS_HELP
+    )
+    p.add_argument(
+        "--conflict-status",
+        type=int,
+        default=DEFAULT_SETTINGS["conflict_status"],
+        help="HTTP status of state conflicts (stop with attached sessions, extend-expiry or session create "
+        "on a resource that is not READY)",
+    )
+    p.add_argument(
+        "--session-cap-lora",
+        type=int,
+        default=DEFAULT_SETTINGS["session_cap_lora"],
+        help="concurrent sessions per LoRA resource; one more answers 429 with Retry-After",
+    )
+    p.add_argument(
+        "--session-cap-full",
+        type=int,
+        default=DEFAULT_SETTINGS["session_cap_full"],
+        help="concurrent sessions per full-weight resource",
+    )
+    p.add_argument(
+        "--queue-position",
+        type=int,
+        default=None,
+        help="status_details.queue_position reported while PENDING (default: computed from the queue)",
+    )
+    p.add_argument(
+        "--supported-models",
+        type=_load_models,
+        default=None,
+        metavar="FILE",
+        help="JSON file replacing the built-in supported-models table (a list, or {'data': [...]})",
+    )
+    p.add_argument(
+        "--log-level",
+        default="warning",
+        choices=("critical", "error", "warning", "info", "debug", "trace"),
+        help="server log level (logs go to stderr; 'info' and below include an access log)",
+    )
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "api_key": args.api_key,
+        "user_id": args.user_id,
+        "conflict_status": args.conflict_status,
+        "session_cap_lora": args.session_cap_lora,
+        "session_cap_full": args.session_cap_full,
+        "queue_position": args.queue_position,
+        "supported_models": args.supported_models,
+    }
+    if args.timings:
+        settings["timings"] = args.timings
+    return settings
+
+
+def _log_config() -> dict[str, Any]:
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for handler in config["handlers"].values():
+        handler["stream"] = "ext://sys.stderr"  # stdout carries only the base URL
+    return config
+
+
+@contextlib.contextmanager
+def _stop_on_signals(server: Any) -> Iterator[None]:
+    """SIGINT/SIGTERM ask the server to exit (a second one forces it); previous handlers are restored."""
+
+    def handle(signum: int, frame: Any) -> None:
+        if server.should_exit:
+            server.force_exit = True
+        server.should_exit = True
+
+    wanted = [signal.SIGINT, signal.SIGTERM]
+    previous = {sig: signal.signal(sig, handle) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    import uvicorn
+
+    from .app import EmulatorApp
+    from .server import base_url_of, bind_socket, uvicorn_config
+
+    try:
+        app = EmulatorApp(**settings_from_args(args))
+    except InvalidRequest as exc:
+        parser.error(exc.message)
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"emulator: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+
+    class _Server(uvicorn.Server):
+        # We install our own handlers: uvicorn's would re-raise the signal after shutdown (exit status -15).
+        def capture_signals(self) -> contextlib.AbstractContextManager[None]:
+            return contextlib.nullcontext()
+
+        def install_signal_handlers(self) -> None:  # the hook's name in older uvicorn releases
+            return None
+
+    server = _Server(uvicorn_config(app, log_level=args.log_level, log_config=_log_config()))
+    print(base_url_of(sock), flush=True)
+    with _stop_on_signals(server):
+        server.run(sockets=[sock])
+    sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,318 @@
+"""The client against the emulator over real loopback HTTP: every endpoint, paging, faults, error mapping."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from pulumi_together_rl.client import (
+    BadRequest,
+    ComputeConfigParams,
+    Conflict,
+    GpuType,
+    LoraConfig,
+    ModelResourceCreateRequest,
+    ModelResourceStatus,
+    NotFound,
+    RateLimited,
+    ServerError,
+    SessionMetadata,
+    TogetherRL,
+    TrainingSessionCreateRequest,
+    TrainingSessionStatus,
+    TrainingSessionUpdateRequest,
+    Unauthorized,
+    WandbMetadata,
+)
+from pulumi_together_rl.client.transport import user_agent
+
+from .scripted import Sleeps
+
+MODEL = "Qwen/Qwen3.5-4B"
+LORA = ModelResourceCreateRequest(base_model=MODEL)
+FULL = ModelResourceCreateRequest(base_model=MODEL, lora_enabled=False)
+RESOURCES_PATH = "^/v1/rl/model-resources$"
+SESSIONS_PATH = "^/v1/rl/training-sessions$"
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+def api(emulator, sleeps):
+    """A client configured only from the environment the fixture set (TOGETHER_BASE_URL / TOGETHER_API_KEY)."""
+    with TogetherRL(sleep=sleeps, rng=lambda: 0.5) as client:
+        yield client
+
+
+def ready_resource(api, req=LORA):
+    created = api.create_model_resource(req)
+    resource = api.get_model_resource(created.id)  # zero timings: the next request sees READY
+    assert resource.status is ModelResourceStatus.READY
+    return resource
+
+
+def posts(emulator, path: str) -> list[dict]:
+    return [r for r in emulator.control.requests() if r["method"] == "POST" and r["path"] == path]
+
+
+# ------------------------------------------------------------------------------------------ endpoints
+
+
+def test_model_resource_endpoints(api, emulator):
+    models = api.list_supported_models()
+    assert MODEL in {m.base_model for m in models.data}
+    cost = api.estimate_model_resource_cost(LORA)
+    assert cost.currency == "USD" and cost.price_per_hour > 0
+
+    created = api.create_model_resource(
+        ModelResourceCreateRequest(
+            base_model=MODEL, compute_config=ComputeConfigParams(num_generator_replicas=1)
+        )
+    )
+    assert created.status is ModelResourceStatus.PENDING
+    assert created.compute_config.gpu_type is GpuType.B200_SXM  # the model's default GPU
+    ready = api.get_model_resource(created.id)
+    assert ready.status is ModelResourceStatus.READY
+    assert ready.expires_at is not None
+
+    assert [r.id for r in api.list_model_resources(status=[ModelResourceStatus.READY]).data] == [created.id]
+    assert api.list_model_resources(status=["PENDING", ModelResourceStatus.CREATING]).data == []
+    assert [r.id for r in api.list_model_resources(created_by="me").data] == [created.id]
+
+    extended = api.extend_model_resource_expiry(created.id, 86400)
+    assert extended.expires_at > ready.expires_at
+
+    stopping = api.stop_model_resource(created.id)
+    assert stopping.status is ModelResourceStatus.STOPPING
+    assert api.get_model_resource(created.id).status is ModelResourceStatus.STOPPED
+    # Stopping again is harmless.
+    assert api.stop_model_resource(created.id).status is ModelResourceStatus.STOPPED
+
+
+def test_training_session_endpoints(api, emulator):
+    resource = ready_resource(api)
+    created = api.create_training_session(
+        TrainingSessionCreateRequest(
+            model_resources_id=resource.id,
+            display_name="exp-1",
+            lora_config=LoraConfig(rank=8),
+            metadata=SessionMetadata(wandb=WandbMetadata(project="p", entity="e")),
+        )
+    )
+    assert created.status is TrainingSessionStatus.CREATING
+    assert created.base_model == MODEL
+    assert created.lora_config.rank == 8
+    assert isinstance(created.step, int) and isinstance(created.policy_state.trainer_step, int)
+
+    running = api.get_training_session(created.id)
+    assert running.status is TrainingSessionStatus.RUNNING
+    listed = api.list_training_sessions(model_resources_id=resource.id, created_by="me", status=["RUNNING"])
+    assert [s.id for s in listed.data] == [created.id]
+
+    updated = api.update_training_session(
+        created.id,
+        TrainingSessionUpdateRequest(
+            display_name="", metadata=SessionMetadata(wandb=WandbMetadata(project=""))
+        ),
+    )
+    assert updated.display_name is None
+    assert updated.metadata.wandb.entity == "e"
+    assert not updated.metadata.wandb.project
+
+    assert api.stop_training_session(created.id).status is TrainingSessionStatus.STOPPING
+    assert api.get_training_session(created.id).status is TrainingSessionStatus.STOPPED
+
+
+def test_stop_of_resource_with_sessions_needs_force(api, emulator):
+    resource = ready_resource(api)
+    session = api.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
+    with pytest.raises(Conflict) as caught:
+        api.stop_model_resource(resource.id)
+    assert (caught.value.status, caught.value.type) == (409, "conflict")
+    assert session.id in caught.value.message
+    assert api.stop_model_resource(resource.id, force=True).status is ModelResourceStatus.STOPPING
+    assert api.get_training_session(session.id).status in {
+        TrainingSessionStatus.STOPPING,
+        TrainingSessionStatus.STOPPED,
+    }
+
+
+def test_iter_model_resources_follows_pages(api, emulator):
+    made = [api.create_model_resource(LORA).id for _ in range(7)]
+    emulator.control.clear_requests()
+    seen = [r.id for r in api.iter_model_resources(created_by="me", page_size=3)]
+    assert seen == list(reversed(made))  # newest first, each exactly once
+    lists = [r for r in emulator.control.requests() if r["path"] == "/v1/rl/model-resources"]
+    assert len(lists) == 3
+    assert all("limit=3" in r["query"] for r in lists)
+    assert [("after=" in r["query"]) for r in lists] == [False, True, True]
+
+
+def test_iter_training_sessions_follows_pages(api, emulator):
+    resource = ready_resource(api)
+    made = {
+        api.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id)).id
+        for _ in range(5)
+    }
+    seen = [s.id for s in api.iter_training_sessions(model_resources_id=resource.id, page_size=2)]
+    assert sorted(seen) == sorted(made)
+
+
+# ------------------------------------------------------------------------------------- creates + faults
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["503-after-acting", "dropped-after-acting"])
+def test_resource_create_that_acted_then_failed_yields_exactly_one(api, emulator, drop, capsys):
+    emulator.control.add_fault(
+        method="POST", path=RESOURCES_PATH, status=503, act_then_fail=True, drop_connection=drop, times=1
+    )
+    got = api.create_model_resource(LORA)
+    resources = emulator.control.state()["model_resources"]
+    assert [r["id"] for r in resources] == [got.id]
+    # One POST: the faulted one, which the server did act on; it was never resent.
+    assert [(bool(r["fault"]), r["handled"]) for r in posts(emulator, "/v1/rl/model-resources")] == [
+        (True, True)
+    ]
+    assert f"found the model resource it made: {got.id}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["503-after-acting", "dropped-after-acting"])
+def test_session_create_that_acted_then_failed_yields_exactly_one(api, emulator, drop, capsys):
+    resource = ready_resource(api)
+    emulator.control.add_fault(
+        method="POST", path=SESSIONS_PATH, status=503, act_then_fail=True, drop_connection=drop, times=1
+    )
+    got = api.create_training_session(
+        TrainingSessionCreateRequest(model_resources_id=resource.id, display_name="a")
+    )
+    sessions = emulator.control.state()["training_sessions"]
+    assert [s["id"] for s in sessions] == [got.id]
+    assert got.display_name == "a"
+    assert [(bool(r["fault"]), r["handled"]) for r in posts(emulator, "/v1/rl/training-sessions")] == [
+        (True, True)
+    ]
+    assert f"found the training session it made: {got.id}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["503-before-acting", "dropped-before-acting"])
+def test_create_that_failed_without_acting_is_resent_once(api, emulator, drop):
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, drop_connection=drop, times=1)
+    got = api.create_model_resource(LORA)
+    assert [r["id"] for r in emulator.control.state()["model_resources"]] == [got.id]
+    sent = posts(emulator, "/v1/rl/model-resources")
+    assert [(bool(r["fault"]), r["handled"]) for r in sent] == [(True, False), (False, True)]
+    assert sent[1]["status"] == 200
+
+
+def test_create_that_keeps_failing_leaves_nothing_and_says_where_to_look(emulator, sleeps):
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, times=None)
+    with TogetherRL(sleep=sleeps, max_attempts=3) as client, pytest.raises(ServerError) as caught:
+        client.create_model_resource(LORA)
+    assert "created_by=me" in str(caught.value)
+    assert emulator.control.state()["model_resources"] == []
+    assert len(posts(emulator, "/v1/rl/model-resources")) == 3
+
+
+def test_concurrent_identical_creates_under_act_then_fail_make_one_each(emulator):
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, act_then_fail=True, times=2)
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    shared = TogetherRL(sleep=lambda s: None)  # one client, four threads: how the provider uses it
+
+    def create() -> None:
+        made = shared.create_model_resource(LORA).id
+        with lock:
+            ids.append(made)
+
+    threads = [threading.Thread(target=create) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    shared.close()
+    in_state = sorted(r["id"] for r in emulator.control.state()["model_resources"])
+    assert len(ids) == 4
+    assert sorted(ids) == in_state  # four objects, each held by exactly one create
+
+
+def test_get_answered_429_with_retry_after_is_retried(api, emulator, sleeps):
+    resource = api.create_model_resource(LORA)
+    emulator.control.add_fault(
+        method="GET", path="^/v1/rl/model-resources/", status=429, retry_after=3, times=1
+    )
+    assert api.get_model_resource(resource.id).id == resource.id
+    assert sleeps == [3.0]
+    gets = [r["status"] for r in emulator.control.requests() if r["method"] == "GET"]
+    assert gets == [429, 200]
+
+
+def test_list_answered_503_twice_is_retried_with_backoff(api, emulator, sleeps):
+    emulator.control.add_fault(method="GET", path="^/v1/rl/training-sessions$", status=503, times=2)
+    assert api.list_training_sessions().data == []
+    assert sleeps == [0.25, 0.5]  # rng 0.5 x (0.5 s, 1 s)
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+def test_validation_error_carries_param(api, emulator):
+    resource = ready_resource(api)
+    with pytest.raises(BadRequest) as caught:
+        api.extend_model_resource_expiry(resource.id, 10)
+    assert (caught.value.status, caught.value.param, caught.value.type) == (
+        400,
+        "seconds",
+        "invalid_request_error",
+    )
+    with pytest.raises(BadRequest) as caught:
+        api.list_model_resources(limit=500)
+    assert caught.value.param == "limit"
+
+
+def test_wrong_key_is_unauthorized(emulator):
+    emulator.control.configure(api_key="the-only-good-key")
+    with TogetherRL(api_key="some-other-key") as client, pytest.raises(Unauthorized) as caught:
+        client.list_supported_models()
+    assert caught.value.status == 401
+    assert "some-other-key" not in str(caught.value)
+    with TogetherRL(api_key="the-only-good-key") as client:
+        assert client.list_supported_models().data
+
+
+def test_unknown_id_is_not_found(api, emulator):
+    with pytest.raises(NotFound) as caught:
+        api.get_training_session("00000000-0000-0000-0000-000000000000")
+    assert (caught.value.status, caught.value.type) == (404, "not_found")
+
+
+def test_session_cap_is_rate_limited_and_makes_nothing(emulator, sleeps):
+    with TogetherRL(sleep=sleeps, max_attempts=2) as client:
+        resource = ready_resource(client, FULL)
+        client.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
+        with pytest.raises(RateLimited) as caught:
+            client.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
+    assert caught.value.status == 429
+    assert caught.value.retry_after is not None and caught.value.retry_after > 0
+    assert caught.value.code == "session_limit_reached"
+    assert len(emulator.control.state()["training_sessions"]) == 1
+    assert len(sleeps) == 1  # one retry within the budget of 2, honouring Retry-After (capped)
+    assert sleeps[0] == min(caught.value.retry_after, 60.0)
+
+
+# ----------------------------------------------------------------------------------------- hygiene
+
+
+def test_requests_carry_user_agent_and_logs_never_show_the_key(api, emulator, caplog):
+    emulator.control.add_fault(method="GET", path="^/v1/rl/supported-models$", status=503, times=1)
+    with caplog.at_level(logging.DEBUG):
+        api.list_supported_models()
+        api.create_model_resource(LORA)
+    assert caplog.records  # httpx/httpcore and our retry line did log
+    assert all(emulator.api_key not in r.getMessage() for r in caplog.records)
+    assert {r["user_agent"] for r in emulator.control.requests()} == {user_agent()}

@@ -1,0 +1,267 @@
+"""EmulatorServer (thread), the fallback connection drop, the state machine used directly, and the CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import httpx
+import pytest
+import uvicorn
+
+from pulumi_together_rl.emulator.app import EmulatorApp
+from pulumi_together_rl.emulator.control import EmulatorControl
+from pulumi_together_rl.emulator.server import EmulatorServer, bind_socket
+from pulumi_together_rl.emulator.state import CapReached, EmulatorState, InvalidRequest
+
+ZERO = {
+    k: 0
+    for k in (
+        "resource_pending",
+        "resource_creating",
+        "resource_stopping",
+        "session_creating",
+        "session_stopping",
+    )
+}
+
+# ---------------------------------------------------------------------------------------------- server
+
+
+def test_server_binds_an_ephemeral_port_and_stops_cleanly():
+    server = EmulatorServer(api_key="k1", conflict_status=400)
+    with server:
+        assert server.base_url == f"http://127.0.0.1:{server.port}"
+        assert server.port > 0
+        with httpx.Client(base_url=server.base_url) as http:
+            assert (
+                http.get("/v1/rl/supported-models", headers={"Authorization": "Bearer k1"}).status_code == 200
+            )
+            assert (
+                http.get("/v1/rl/supported-models", headers={"Authorization": "Bearer k2"}).status_code == 401
+            )
+        control = EmulatorControl(server.base_url + "/v1/")  # a trailing /v1 is tolerated
+        control.configure(conflict_status=409)
+        control.reset()  # constructor settings are what reset restores
+        assert control.settings()["conflict_status"] == 400
+        control.close()
+        port = server.port
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/_emulator/settings", timeout=2)
+
+
+def test_server_refuses_invalid_start_settings():
+    with pytest.raises(ValueError, match="timings"):
+        EmulatorServer(timings={"resource_pending": -1})
+
+
+def test_fallback_drop_without_a_transport_still_breaks_the_connection():
+    """On a server whose `receive` hides the transport, the drop falls back to an unfinished body."""
+    emulator = EmulatorApp(timings=ZERO)
+
+    async def hide_transport(scope, receive, send):
+        async def plain_receive():
+            return await receive()
+
+        await emulator(scope, plain_receive, send)
+
+    sock = bind_socket("127.0.0.1", 0)
+    server = uvicorn.Server(
+        uvicorn.Config(hide_transport, lifespan="off", log_config=None, log_level="critical")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.01)
+        emulator.faults.add({"path": "supported-models", "drop_connection": True})
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/rl/supported-models"
+        with pytest.raises(httpx.RemoteProtocolError):
+            httpx.get(url, headers={"Authorization": "Bearer k"}, timeout=5)
+    finally:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()
+
+
+# ----------------------------------------------------------------------------------------- state itself
+
+
+class FakeWall:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 2, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_state_machine_is_deterministic_on_an_injected_clock():
+    wall = FakeWall()
+    state = EmulatorState({"timings": {**ZERO, "resource_pending": 5, "resource_creating": 5}}, wall=wall)
+    spec = state.resolve_resource_spec(base_model="Qwen/Qwen3.5-4B", inactive_timeout=300)
+    rid = state.create_model_resource(spec).id
+    wall.now += timedelta(seconds=10)
+    ready = state.get_model_resource(rid)
+    assert ready.status == "MODEL_RESOURCES_STATUS_READY"
+    assert ready.updated_at == datetime(2026, 1, 2, 0, 0, 10, tzinfo=timezone.utc)
+    assert ready.expires_at == datetime(2026, 1, 2, 0, 5, 10, tzinfo=timezone.utc)
+    state.advance_clock(300)
+    assert state.get_model_resource(rid).status == "MODEL_RESOURCES_STATUS_STOPPED"
+
+
+def test_state_enforces_the_cap_under_concurrent_threads():
+    state = EmulatorState({"timings": ZERO})
+    rid = state.create_model_resource(state.resolve_resource_spec(base_model="Qwen/Qwen3.5-4B")).id
+    state.get_model_resource(rid)
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def create() -> None:
+        try:
+            state.create_training_session(model_resources_id=rid)
+            outcome = "ok"
+        except CapReached:
+            outcome = "cap"
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=create) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["cap"] * 15 + ["ok"] * 5
+
+
+def test_state_validation_errors_are_value_errors_naming_the_field():
+    state = EmulatorState()
+    with pytest.raises(InvalidRequest) as err:
+        state.resolve_resource_spec(base_model="Qwen/Qwen3.5-4B", inactive_timeout=10)
+    assert isinstance(err.value, ValueError)
+    assert err.value.param == "inactive_timeout"
+
+
+# ---------------------------------------------------------------------------------------------------- CLI
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "pulumi_together_rl.emulator", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_cli_prints_the_base_url_first_serves_and_exits_cleanly_on_sigterm():
+    proc = _cli(
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--api-key",
+        "cli-key",
+        "--timings",
+        "all=0",
+        "--conflict-status",
+        "400",
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().strip()
+        assert first.startswith("http://127.0.0.1:")
+        port = int(first.rsplit(":", 1)[1])
+        assert port > 0
+        with httpx.Client(base_url=first, timeout=5) as http:
+            assert (
+                http.get("/v1/rl/model-resources", headers={"Authorization": "Bearer nope"}).status_code
+                == 401
+            )
+            ok = http.post(
+                "/v1/rl/model-resources",
+                json={"base_model": "Qwen/Qwen3.5-4B"},
+                headers={"Authorization": "Bearer cli-key"},
+            )
+            assert ok.status_code == 200
+            settings = http.get("/_emulator/settings").json()
+            assert settings["conflict_status"] == 400
+            assert settings["timings"]["resource_pending"] == 0.0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_cli_help_documents_every_option():
+    result = subprocess.run(
+        [sys.executable, "-m", "pulumi_together_rl.emulator", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0
+    for option in (
+        "--host",
+        "--port",
+        "--api-key",
+        "--user-id",
+        "--timings",
+        "--conflict-status",
+        "--session-cap-lora",
+        "--session-cap-full",
+        "--queue-position",
+        "--supported-models",
+        "--log-level",
+    ):
+        assert option in result.stdout
+    for timing in ZERO:
+        assert timing in result.stdout
+
+
+def test_cli_rejects_bad_timings():
+    result = subprocess.run(
+        [sys.executable, "-m", "pulumi_together_rl.emulator", "--timings", "warp=1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "unknown timing 'warp'" in result.stderr
+    assert result.stdout == ""
+
+
+# ------------------------------------------------------------------------------ framework error shapes
+
+
+def test_framework_validation_errors_and_crashes_answer_the_envelope_never_422():
+    server = EmulatorServer()
+
+    @server.app.api.get("/probe/typed")
+    async def typed(n: int) -> dict:
+        return {"n": n}
+
+    @server.app.api.get("/probe/crash")
+    async def crash() -> dict:
+        raise RuntimeError("boom")
+
+    with server, httpx.Client(base_url=server.base_url) as client:
+        invalid = client.get("/probe/typed", params={"n": "abc"})
+        assert invalid.status_code == 400
+        assert invalid.json()["error"]["param"] == "n"
+        assert invalid.json()["error"]["type"] == "invalid_request_error"
+        crashed = client.get("/probe/crash")
+        assert crashed.status_code == 500
+        assert crashed.json()["error"]["type"] == "server_error"
+        assert "boom" in crashed.json()["error"]["message"]
