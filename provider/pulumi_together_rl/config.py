@@ -1,0 +1,122 @@
+"""Provider settings (API key, base URL, poll interval) and the named defaults of the provider options.
+
+Where settings come from, first match wins:
+
+==================  ===========================  =============================
+setting             Pulumi stack config          environment variable
+==================  ===========================  =============================
+API key             ``together:apiKey`` (secret)  ``TOGETHER_API_KEY``
+base URL            ``together:baseUrl``          ``TOGETHER_BASE_URL``
+poll interval (s)   ``together:pollInterval``     ``TOGETHER_RL_POLL_INTERVAL``
+==================  ===========================  =============================
+
+The stack config reaches a dynamic provider only through ``configure()`` (the provider process has no Pulumi
+engine to ask), so :func:`configure` records it in a process-level registry guarded by a lock. Nothing here is
+ever stored on a provider object: the provider is pickled into the Pulumi state, and the key must never be.
+Environment variables are read when a setting is needed, not at import or configure time.
+
+Note that ``pulumi.dynamic.Config.get`` prefixes a key without ``:`` with the *project* name, so the fully
+qualified keys above are what we look up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from .waiting import DEFAULT_POLL_INTERVAL
+
+CONFIG_API_KEY = "together:apiKey"
+CONFIG_BASE_URL = "together:baseUrl"
+CONFIG_POLL_INTERVAL = "together:pollInterval"
+ENV_API_KEY = "TOGETHER_API_KEY"
+ENV_BASE_URL = "TOGETHER_BASE_URL"
+ENV_POLL_INTERVAL = "TOGETHER_RL_POLL_INTERVAL"
+
+# Provider options (inputs of the resources). Pulumi's customTimeouts never reach a dynamic provider, so the
+# timeouts are inputs with these defaults, in seconds. A model resource can wait in a capacity queue for a long
+# time, hence the long create default.
+MODEL_RESOURCE_CREATE_TIMEOUT = 3600.0
+MODEL_RESOURCE_DELETE_TIMEOUT = 900.0
+TRAINING_SESSION_CREATE_TIMEOUT = 1800.0
+TRAINING_SESSION_DELETE_TIMEOUT = 600.0
+FORCE_STOP = False
+
+MISSING_KEY_HINT = "Set it with `pulumi config set --secret together:apiKey <key>` or the TOGETHER_API_KEY environment variable"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The effective settings; ``api_key`` is never shown in ``repr``."""
+
+    api_key: str | None = dataclasses.field(default=None, repr=False)
+    base_url: str | None = None
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+
+
+_lock = threading.Lock()
+_configured: dict[str, Any] = {}
+
+
+def configure(config: Any) -> None:
+    """Record the stack config handed to ``ResourceProvider.configure``.
+
+    ``config`` is a ``pulumi.dynamic.Config`` (or any object with ``get(key)``, such as a dict). Only the three
+    ``together:*`` keys are kept; empty values count as unset.
+    """
+    values: dict[str, Any] = {}
+    for key in (CONFIG_API_KEY, CONFIG_BASE_URL, CONFIG_POLL_INTERVAL):
+        value = config.get(key) if config is not None else None
+        if value is not None and value != "":
+            values[key] = value
+    with _lock:
+        _configured.clear()
+        _configured.update(values)
+
+
+def reset() -> None:
+    """Forget the recorded stack config (tests)."""
+    with _lock:
+        _configured.clear()
+
+
+def current(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings now: recorded stack config first, then the environment, then defaults."""
+    env = os.environ if environ is None else environ
+    with _lock:
+        configured = dict(_configured)
+
+    def pick(config_key: str, env_key: str) -> Any:
+        value = configured.get(config_key)
+        if value is None or value == "":
+            value = env.get(env_key) or None
+        return value
+
+    api_key = pick(CONFIG_API_KEY, ENV_API_KEY)
+    base_url = pick(CONFIG_BASE_URL, ENV_BASE_URL)
+    return Settings(
+        api_key=str(api_key) if api_key is not None else None,
+        base_url=str(base_url) if base_url is not None else None,
+        poll_interval=_poll_interval(pick(CONFIG_POLL_INTERVAL, ENV_POLL_INTERVAL)),
+    )
+
+
+def _poll_interval(raw: Any) -> float:
+    if raw is None:
+        return DEFAULT_POLL_INTERVAL
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = -1.0
+    if value <= 0:
+        print(
+            f"warning: ignoring poll interval {raw!r} (from {CONFIG_POLL_INTERVAL} or {ENV_POLL_INTERVAL}): "
+            f"it must be a number of seconds > 0; using {DEFAULT_POLL_INTERVAL:g} s",
+            file=sys.stderr,
+        )
+        return DEFAULT_POLL_INTERVAL
+    return value

@@ -1,0 +1,577 @@
+"""ModelResource: a Together RL model resource (GPUs + a frozen base model) as a Pulumi dynamic resource.
+
+Lifecycle
+    create   ``POST /v1/rl/model-resources`` (through the client, whose reconciliation guarantees one logical
+             create never makes two allocations), then wait until READY, printing status, queue position and
+             elapsed time on stderr. ERROR fails at once with the API's error code and message. Any failure
+             after the POST (error state, timeout, exception, interrupt) stops the resource (best effort, without
+             ``force``) and raises an error naming its id.
+    read     ``GET``; a 404 or a STOPPING / STOPPED / ERROR resource is reported as gone, so the next
+             ``pulumi up`` recreates it (resources stop themselves after ``inactive_timeout`` idle seconds).
+    update   never touches the API: only provider options can change in place.
+    delete   stop without ``force``. If the API refuses because training sessions are attached, the error lists
+             them; with ``force_stop=True`` the stop is forced (the attached sessions stop too, and are logged).
+             Then wait until billing has stopped (STOPPING or STOPPED). 404 or already stopped = done.
+
+Replacement
+    Every API input (``base_model``, ``base_weights_ref``, ``compute_config``, ``lora_enabled``,
+    ``optimizer_config``, ``inactive_timeout``) forces replacement, and replacement is **delete-before-replace**:
+    creating first would bill two allocations at once and queue the new one behind the old one for capacity.
+    The cost is a gap while the new resource provisions (its sessions are replaced too, as their
+    ``model_resources_id`` changes).
+
+Provider options (inputs that never replace and never call the API when changed)
+    ``create_timeout`` (default 3600 s: capacity queues can be long), ``delete_timeout`` (900 s),
+    ``force_stop`` (False), ``adopt_id``. Delete reads them from the state, so run ``pulumi up`` after changing
+    them before ``pulumi destroy``. ``adopt_id`` makes create take over an existing active resource instead of
+    creating one (``pulumi import`` cannot work for dynamic resources, pulumi/pulumi#16175): it must match
+    every declared input (``lora_enabled`` defaults to true, an unset ``base_weights_ref`` means none), or
+    create fails naming the mismatched fields; then it waits for READY. A failed adopt never stops the object.
+    Once adopted, the resource is managed like any other (destroy stops it). Remove ``adopt_id`` before a
+    change that replaces the resource: the replacement would otherwise try to adopt the stopped original.
+
+Keys in the state
+    Inputs are echoed under their own names exactly as declared (after ``check``), so ``diff`` compares like
+    with like. What the API reports goes to distinct ``effective_*`` outputs: a server default (``gpu_type``,
+    ``optimizer_config``) or a pinned ``base_weights_ref`` (``together://ml_x@rv_1``) therefore never shows up
+    as a perpetual diff. ``status`` holds the short name (``READY``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+import pulumi
+import pulumi.dynamic
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, UpdateResult
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, model_validator
+
+from .. import config
+from ..client import errors
+from ..client.models import (
+    RESOURCE_GONE,
+    SESSION_HOLDS_SLOT,
+    GpuType,
+    ModelResourceCreateRequest,
+    ModelResourceStatus,
+    MuonScalingStrategy,
+)
+from ..client.models import ModelResource as WireModelResource
+from ._base import (
+    BaseProvider,
+    ProviderError,
+    WholeInt,
+    abandon,
+    api_client,
+    changed_keys,
+    diff_inputs,
+    drop_none,
+    explain,
+    get_or_none,
+    iso,
+    log,
+    pick,
+    short_id,
+    supported_models,
+    validate_inputs,
+    wait,
+    warn_remote_check_skipped,
+)
+
+KIND = "model resource"
+
+_REPLACE_ON_CHANGES = (
+    "base_model",
+    "base_weights_ref",
+    "compute_config",
+    "lora_enabled",
+    "optimizer_config",
+    "inactive_timeout",
+)
+_UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id")
+_INPUT_KEYS = _REPLACE_ON_CHANGES + _UPDATE_IN_PLACE
+_OUTPUT_KEYS = (
+    "status",
+    "queue_position",
+    "error",
+    "created_at",
+    "updated_at",
+    "created_by",
+    "expires_at",
+    "effective_compute_config",
+    "effective_optimizer_config",
+    "effective_lora_enabled",
+    "effective_inactive_timeout",
+    "effective_base_weights_ref",
+)
+
+
+class ComputeConfigArgs(TypedDict, total=False):
+    """Compute layout of a model resource."""
+
+    gpu_type: str
+    """``"B200-SXM"`` or ``"H100-80GB"``; unset = the model's ``default_gpu_type``."""
+    num_generator_replicas: int
+    """Generator replicas; 0 = trainer only (SFT/DPO), RL needs at least 1. Unset = the API default (1)."""
+
+
+class OptimizerConfigArgs(TypedDict, total=False):
+    """Exactly one of ``adam`` (``{}``) or ``muon`` (``{"scaling_strategy": ...}``)."""
+
+    adam: Mapping[str, Any]
+    muon: Mapping[str, Any]
+
+
+class ModelResourceArgs:
+    """Inputs of a :class:`ModelResource`. Every API input forces replacement (delete-before-replace)."""
+
+    base_model: pulumi.Input[str]
+    """Required. A model from ``GET /v1/rl/supported-models``, e.g. ``"Qwen/Qwen3.5-4B"``."""
+    base_weights_ref: pulumi.Input[str] | None
+    """Model-registry weights to train instead of the base model's: ``together://ml_<id>[@rv_<revision>]``."""
+    compute_config: pulumi.Input[ComputeConfigArgs] | None
+    """``{"gpu_type": ..., "num_generator_replicas": ...}``; both optional."""
+    lora_enabled: pulumi.Input[bool] | None
+    """True (API default): hosts several LoRA sessions. False: one full-weight session."""
+    optimizer_config: pulumi.Input[OptimizerConfigArgs] | None
+    """``{"adam": {}}`` (API default) or ``{"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_..."}}``."""
+    inactive_timeout: pulumi.Input[int] | None
+    """Seconds (300-86400, API default 3600) without session activity after which the resource stops itself."""
+    create_timeout: pulumi.Input[float] | None
+    """Provider option: seconds to wait for READY (default 3600). On timeout the resource is stopped."""
+    delete_timeout: pulumi.Input[float] | None
+    """Provider option: seconds to wait for STOPPING/STOPPED on delete (default 900)."""
+    force_stop: pulumi.Input[bool] | None
+    """Provider option: on delete, stop even with training sessions attached (they stop too). Default False."""
+    adopt_id: pulumi.Input[str] | None
+    """Provider option: id of an existing active model resource to take over instead of creating one."""
+
+    def __init__(
+        self,
+        base_model: pulumi.Input[str],
+        base_weights_ref: pulumi.Input[str] | None = None,
+        compute_config: pulumi.Input[ComputeConfigArgs] | None = None,
+        lora_enabled: pulumi.Input[bool] | None = None,
+        optimizer_config: pulumi.Input[OptimizerConfigArgs] | None = None,
+        inactive_timeout: pulumi.Input[int] | None = None,
+        create_timeout: pulumi.Input[float] | None = None,
+        delete_timeout: pulumi.Input[float] | None = None,
+        force_stop: pulumi.Input[bool] | None = None,
+        adopt_id: pulumi.Input[str] | None = None,
+    ) -> None:
+        self.base_model = base_model
+        self.base_weights_ref = base_weights_ref
+        self.compute_config = compute_config
+        self.lora_enabled = lora_enabled
+        self.optimizer_config = optimizer_config
+        self.inactive_timeout = inactive_timeout
+        self.create_timeout = create_timeout
+        self.delete_timeout = delete_timeout
+        self.force_stop = force_stop
+        self.adopt_id = adopt_id
+
+
+class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResource"):
+    """A Together RL model resource. Type token ``pulumi-python:dynamic/together:ModelResource``.
+
+    Input attributes (``base_model`` ... ``adopt_id``) hold the inputs as declared; ``effective_*`` hold what
+    the API reports.
+    """
+
+    base_model: pulumi.Output[str]
+    """The base model, as declared."""
+    base_weights_ref: pulumi.Output[str | None]
+    """The declared ``base_weights_ref`` (see ``effective_base_weights_ref`` for the pinned revision)."""
+    compute_config: pulumi.Output[dict[str, Any] | None]
+    """The declared compute layout (see ``effective_compute_config``)."""
+    lora_enabled: pulumi.Output[bool | None]
+    """The declared ``lora_enabled`` (see ``effective_lora_enabled``)."""
+    optimizer_config: pulumi.Output[dict[str, Any] | None]
+    """The declared optimizer (see ``effective_optimizer_config``)."""
+    inactive_timeout: pulumi.Output[int | None]
+    """The declared inactivity timeout (see ``effective_inactive_timeout``)."""
+    create_timeout: pulumi.Output[float | None]
+    """Provider option, as declared."""
+    delete_timeout: pulumi.Output[float | None]
+    """Provider option, as declared."""
+    force_stop: pulumi.Output[bool | None]
+    """Provider option, as declared."""
+    adopt_id: pulumi.Output[str | None]
+    """Provider option, as declared."""
+    status: pulumi.Output[str]
+    """Short status: PENDING, CREATING, READY (after create), STOPPING, STOPPED or ERROR."""
+    queue_position: pulumi.Output[int | None]
+    """Place in the capacity queue while PENDING, as of the last create/refresh."""
+    error: pulumi.Output[dict[str, str] | None]
+    """``{"code", "message"}`` when the resource is in ERROR."""
+    created_at: pulumi.Output[str]
+    """RFC 3339 creation time."""
+    updated_at: pulumi.Output[str]
+    """RFC 3339 time of the last change, as of the last create/refresh."""
+    created_by: pulumi.Output[str]
+    """User id of the creator."""
+    expires_at: pulumi.Output[str | None]
+    """While READY: when the resource stops itself for inactivity, as of the last create/refresh."""
+    effective_compute_config: pulumi.Output[dict[str, Any]]
+    """The compute layout the API provisioned, defaults filled in (``gpu_type``, ``num_generator_replicas``)."""
+    effective_optimizer_config: pulumi.Output[dict[str, Any]]
+    """The optimizer the API reports (``{"adam": {}}`` when none was declared)."""
+    effective_lora_enabled: pulumi.Output[bool]
+    """Whether the resource hosts LoRA sessions, as the API reports."""
+    effective_inactive_timeout: pulumi.Output[int | None]
+    """The inactivity timeout the API applies (seconds)."""
+    effective_base_weights_ref: pulumi.Output[str | None]
+    """The custom weights, pinned to a revision (``together://ml_x@rv_y``), as the API reports."""
+
+    def __init__(
+        self,
+        resource_name: str,
+        args: ModelResourceArgs | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {key: getattr(args, key, None) for key in _INPUT_KEYS}
+        props.update(dict.fromkeys(_OUTPUT_KEYS))
+        super().__init__(_ModelResourceProvider(), resource_name, props, opts)
+
+    @staticmethod
+    def get(
+        resource_name: str, id: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None
+    ) -> ModelResource:
+        """Read an existing model resource by id (its inputs are taken from the API)."""
+        return ModelResource(
+            resource_name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(id=id))
+        )
+
+
+class _ModelResourceProvider(BaseProvider):
+    """The dynamic provider behind :class:`ModelResource` (stateless; pickled by reference)."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs, failures = validate_inputs(_Inputs, news, required=("base_model",), hints=_HINTS)
+        if not failures:
+            failures = _check_supported(inputs)
+        return CheckResult(inputs, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return diff_inputs(
+            olds, news, replace_on_changes=_REPLACE_ON_CHANGES, update_in_place=_UPDATE_IN_PLACE
+        )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        inputs = pick(props, _INPUT_KEYS)
+        if inputs.get("adopt_id"):
+            return _adopt(inputs)
+        ident = inputs.get("base_model")
+        client = api_client("creating", KIND, ident)
+        try:
+            created = client.create_model_resource(_to_request(inputs))
+        except Exception as exc:
+            raise ProviderError("creating", KIND, ident, *explain(exc)) from exc
+        log(f"{KIND} {created.id}: created ({created.status.short}); waiting for READY")
+        try:
+            ready = _wait_ready(client, created.id, inputs)
+        except BaseException as exc:
+            # Without force: a resource this create just made has no sessions of ours to take down.
+            abandon("creating", KIND, created.id, lambda: client.stop_model_resource(created.id), exc)
+        return CreateResult(created.id, _to_outputs(inputs, ready))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        client = api_client("reading", KIND, id_)
+        try:
+            live = get_or_none(client.get_model_resource, id_)
+        except Exception as exc:
+            raise ProviderError("reading", KIND, id_, *explain(exc)) from exc
+        if live is None or live.status in RESOURCE_GONE:
+            state = "not found" if live is None else live.status.short
+            log(
+                f"{KIND} {id_} is {state}: dropping it from the state; the next `pulumi up` creates a new one"
+            )
+            return ReadResult("", {})
+        # Refresh keeps the declared inputs; `.get()` (no inputs stored) takes them from the API.
+        inputs = pick(props, _INPUT_KEYS) if props.get("base_model") is not None else _inputs_from_api(live)
+        return ReadResult(id_, _to_outputs(inputs, live), inputs=inputs)
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        immutable = changed_keys(olds, news, _REPLACE_ON_CHANGES)
+        if immutable:
+            raise ProviderError(
+                "updating",
+                KIND,
+                id_,
+                f"{', '.join(immutable)} cannot change in place",
+                "Replace the resource",
+            )
+        # Only provider options changed: no API call, the computed outputs stay as they were.
+        computed = {k: v for k, v in olds.items() if k in _OUTPUT_KEYS}
+        return UpdateResult({**pick(news, _INPUT_KEYS), **computed})
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        force = bool(props.get("force_stop", config.FORCE_STOP))
+        timeout = props.get("delete_timeout") or config.MODEL_RESOURCE_DELETE_TIMEOUT
+        client = api_client("deleting", KIND, id_)
+        try:
+            attached = _attached_sessions(client, id_, quiet=True) if force else []
+            client.stop_model_resource(id_, force=force)
+        except errors.NotFound:
+            log(f"{KIND} {id_}: already gone")
+            return
+        except (errors.Conflict, errors.BadRequest) as exc:
+            # Which conflict it is, we learn from the sessions list, never from the message text.
+            attached = [] if force else _attached_sessions(client, id_, quiet=True)
+            if attached:
+                raise ProviderError(
+                    "deleting",
+                    KIND,
+                    id_,
+                    f"the API refused to stop it because training sessions are attached: {', '.join(attached)}",
+                    "Stop those sessions first (destroy their TrainingSession resources, or "
+                    "POST /v1/rl/training-sessions/<id>/stop), or set force_stop=True on this ModelResource, "
+                    "run `pulumi up`, then delete again",
+                ) from exc
+            raise ProviderError("deleting", KIND, id_, *explain(exc)) from exc
+        except Exception as exc:
+            raise ProviderError("deleting", KIND, id_, *explain(exc)) from exc
+        if attached:
+            log(f"{KIND} {id_}: force_stop=True also stopped training sessions {', '.join(attached)}")
+        try:
+            wait(
+                lambda: get_or_none(client.get_model_resource, id_),
+                done=lambda mr: mr is None or mr.status in RESOURCE_GONE,
+                failed=lambda mr: False,
+                describe=_describe(id_),
+                timeout=timeout,
+            )
+        except Exception as exc:
+            cause, _ = explain(exc)
+            raise ProviderError(
+                "deleting",
+                KIND,
+                id_,
+                cause,
+                "It may still be billing: run `pulumi destroy` again or raise delete_timeout",
+            ) from exc
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _ComputeConfig(_Strict):
+    gpu_type: GpuType | None = None
+    num_generator_replicas: WholeInt | None = Field(None, ge=0)
+
+
+class _Muon(_Strict):
+    scaling_strategy: MuonScalingStrategy | None = None
+
+
+class _OptimizerConfig(_Strict):
+    adam: dict[str, Any] | None = None
+    muon: _Muon | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> _OptimizerConfig:
+        if self.adam is not None and self.muon is not None:
+            raise ValueError("set only one of adam or muon")
+        return self
+
+
+class _Inputs(_Strict):
+    """Validated inputs of a model resource (what ``check`` returns, normalised)."""
+
+    base_model: StrictStr | None = Field(None, min_length=1)
+    base_weights_ref: StrictStr | None = Field(
+        None, max_length=256, pattern=r"^together://ml_[A-Za-z0-9]+(@rv_[A-Za-z0-9]+)?$"
+    )
+    compute_config: _ComputeConfig | None = None
+    lora_enabled: StrictBool | None = None
+    optimizer_config: _OptimizerConfig | None = None
+    inactive_timeout: WholeInt | None = Field(None, ge=300, le=86400)
+    create_timeout: StrictFloat | None = Field(None, gt=0)
+    delete_timeout: StrictFloat | None = Field(None, gt=0)
+    force_stop: StrictBool | None = None
+    adopt_id: StrictStr | None = Field(None, min_length=1)
+
+
+_HINTS = {
+    "base_model": 'Set base_model to a model listed by GET /v1/rl/supported-models, e.g. "Qwen/Qwen3.5-4B"',
+    "base_weights_ref": "Use a model-registry reference such as together://ml_A1b2C3 (optionally with "
+    "@rv_<revision>), at most 256 characters",
+    "compute_config": "compute_config takes gpu_type and num_generator_replicas",
+    "compute_config.gpu_type": 'Use "B200-SXM" or "H100-80GB", or leave it unset for the model\'s default GPU',
+    "compute_config.num_generator_replicas": "Use a whole number >= 0 (0 = trainer only; RL needs at least 1)",
+    "lora_enabled": "Use true (LoRA sessions) or false (one full-weight session)",
+    "optimizer_config": 'Use {"adam": {}} or {"muon": {"scaling_strategy": ...}}',
+    "optimizer_config.muon.scaling_strategy": "Use MUON_SCALING_STRATEGY_MATCH_ADAM, "
+    "MUON_SCALING_STRATEGY_ORIGINAL or MUON_SCALING_STRATEGY_UNSPECIFIED",
+    "inactive_timeout": "Use a whole number of seconds from 300 to 86400 (the API default is 3600)",
+    "create_timeout": "Use a number of seconds > 0 (default 3600)",
+    "delete_timeout": "Use a number of seconds > 0 (default 900)",
+    "force_stop": "Use true or false",
+    "adopt_id": "Use the id of an existing model resource, or leave adopt_id unset",
+}
+
+
+def _check_supported(inputs: dict[str, Any]) -> list[CheckFailure]:
+    """The remote part of check: the model, GPU type, full-weight training and generator replicas on offer."""
+    base_model = inputs.get("base_model")
+    if not isinstance(base_model, str):
+        return []
+    try:
+        models = supported_models(api_client("checking", KIND, base_model, quick=True))
+    except (errors.TogetherError, ProviderError) as exc:  # no key, unreachable, refused: warn, don't fail
+        warn_remote_check_skipped(KIND, base_model, exc)
+        return []
+    model = next((m for m in models.data if m.base_model == base_model), None)
+    if model is None:
+        offered = ", ".join(m.base_model for m in models.data) or "none"
+        return [CheckFailure("base_model", f"base_model {base_model!r} is not offered for post-training. "
+                                           f"Use one of: {offered}")]  # fmt: skip
+    compute = inputs.get("compute_config")
+    compute = compute if isinstance(compute, dict) else {}
+    gpu = compute.get("gpu_type") or (model.default_gpu_type.value if model.default_gpu_type else None)
+    if not isinstance(gpu, str):
+        return []
+    offer = next((c for c in model.compute_configs if c.gpu_type.value == gpu), None)
+    if offer is None:
+        offered = ", ".join(c.gpu_type.value for c in model.compute_configs) or "none"
+        return [
+            CheckFailure(
+                "compute_config.gpu_type", f"{gpu} is not offered for {base_model}. Use one of: {offered}"
+            )
+        ]
+    failures = []
+    if inputs.get("lora_enabled") is False and not (offer.trainer_config and offer.trainer_config.full):
+        failures.append(CheckFailure("lora_enabled", f"full-weight training is not offered for {base_model} on "
+                                                     f"{gpu}. Set lora_enabled to true"))  # fmt: skip
+    replicas = compute.get("num_generator_replicas")
+    if isinstance(replicas, int) and replicas > 0 and offer.generator_config is None:
+        failures.append(CheckFailure("compute_config.num_generator_replicas", f"{base_model} on {gpu} offers no "
+                                     "generator replicas. Set num_generator_replicas to 0 (trainer only)"))  # fmt: skip
+    return failures
+
+
+def _to_request(inputs: Mapping[str, Any]) -> ModelResourceCreateRequest:
+    return ModelResourceCreateRequest.model_validate(pick(inputs, _REPLACE_ON_CHANGES))
+
+
+def _to_outputs(inputs: Mapping[str, Any], mr: WireModelResource) -> dict[str, Any]:
+    """The state: declared inputs under their own names, then what the API reports."""
+    return drop_none(
+        {
+            **pick(inputs, _INPUT_KEYS),
+            "status": mr.status.short,
+            "queue_position": mr.status_details.queue_position if mr.status_details else None,
+            "error": {"code": mr.error.code, "message": mr.error.message} if mr.error else None,
+            "created_at": iso(mr.created_at),
+            "updated_at": iso(mr.updated_at),
+            "created_by": mr.created_by,
+            "expires_at": iso(mr.expires_at),
+            "effective_compute_config": mr.compute_config.to_wire(),
+            "effective_optimizer_config": mr.optimizer_config.to_wire(),
+            "effective_lora_enabled": mr.lora_enabled,
+            "effective_inactive_timeout": mr.inactive_timeout,
+            "effective_base_weights_ref": mr.base_weights_ref,
+        }
+    )
+
+
+def _inputs_from_api(mr: WireModelResource) -> dict[str, Any]:
+    """Inputs that describe an existing resource (for ``.get()``, where nothing was declared)."""
+    return drop_none(
+        {
+            "base_model": mr.base_model,
+            "base_weights_ref": mr.base_weights_ref,
+            "compute_config": mr.compute_config.to_wire(),
+            "lora_enabled": mr.lora_enabled,
+            "optimizer_config": mr.optimizer_config.to_wire() or None,
+            "inactive_timeout": mr.inactive_timeout,
+        }
+    )
+
+
+def _describe(id_: str):
+    def describe(mr: WireModelResource | None) -> str:
+        if mr is None:
+            return f"{KIND} {short_id(id_)}: not found"
+        queue = mr.status_details.queue_position if mr.status_details else None
+        where = f", queue position {queue}" if mr.status == ModelResourceStatus.PENDING and queue else ""
+        return f"{KIND} {short_id(id_)}: {mr.status.short}{where}"
+
+    return describe
+
+
+def _wait_ready(client: Any, id_: str, inputs: Mapping[str, Any]) -> WireModelResource:
+    return wait(
+        lambda: get_or_none(client.get_model_resource, id_),
+        done=lambda mr: mr is not None and mr.status == ModelResourceStatus.READY,
+        failed=lambda mr: mr is None or mr.status in RESOURCE_GONE,
+        describe=_describe(id_),
+        timeout=inputs.get("create_timeout") or config.MODEL_RESOURCE_CREATE_TIMEOUT,
+    )
+
+
+def _attached_sessions(client: Any, id_: str, *, quiet: bool = False) -> list[str]:
+    """Ids of the sessions holding a slot on the resource (``quiet``: [] if the list call fails)."""
+    statuses = sorted(s.value for s in SESSION_HOLDS_SLOT)
+    try:
+        return [s.id for s in client.iter_training_sessions(model_resources_id=id_, status=statuses)]
+    except errors.TogetherError:
+        if quiet:
+            return []
+        raise
+
+
+def _adopt(inputs: dict[str, Any]) -> CreateResult:
+    """Take over an existing active resource: verify it matches the declared inputs, then wait for READY."""
+    id_ = inputs["adopt_id"]
+    client = api_client("adopting", KIND, id_)
+    try:
+        live = get_or_none(client.get_model_resource, id_)
+    except Exception as exc:
+        raise ProviderError("adopting", KIND, id_, *explain(exc)) from exc
+    if live is None:
+        raise ProviderError(
+            "adopting", KIND, id_, "it does not exist", "Check adopt_id (GET /v1/rl/model-resources)"
+        )
+    if live.status in RESOURCE_GONE:
+        raise ProviderError("adopting", KIND, id_, f"it is {live.status.short}", "Only an active resource can be "
+                            "adopted: remove adopt_id to create a new one")  # fmt: skip
+    mismatched = _mismatches(inputs, live)
+    if mismatched:
+        raise ProviderError("adopting", KIND, id_, f"its settings differ from the declared inputs: {'; '.join(mismatched)}",
+                            "Declare the inputs it was created with, or remove adopt_id to create a new one")  # fmt: skip
+    try:
+        ready = _wait_ready(client, id_, inputs)
+    except Exception as exc:  # not ours to stop: it existed before this program
+        raise ProviderError("adopting", KIND, id_, *explain(exc)) from exc
+    return CreateResult(id_, _to_outputs(inputs, ready))
+
+
+def _mismatches(inputs: Mapping[str, Any], mr: WireModelResource) -> list[str]:
+    actual = _inputs_from_api(mr)
+    out = []
+
+    def differs(name: str, declared: Any, have: Any) -> None:
+        out.append(f"{name} (declared {declared!r}, actual {have!r})")
+
+    if inputs.get("base_model") != mr.base_model:
+        differs("base_model", inputs.get("base_model"), mr.base_model)
+    ref, have_ref = inputs.get("base_weights_ref"), mr.base_weights_ref
+    if ref != have_ref and not (ref and have_ref and have_ref.startswith(ref + "@rv_")):
+        differs("base_weights_ref", ref, have_ref)
+    for key, value in (inputs.get("compute_config") or {}).items():
+        if actual["compute_config"].get(key) != value:
+            differs(f"compute_config.{key}", value, actual["compute_config"].get(key))
+    if inputs.get("lora_enabled", True) != mr.lora_enabled:
+        differs("lora_enabled", inputs.get("lora_enabled", True), mr.lora_enabled)
+    optimizer = inputs.get("optimizer_config")
+    if optimizer and drop_none(optimizer) != drop_none(actual.get("optimizer_config") or {}):
+        differs("optimizer_config", optimizer, actual.get("optimizer_config"))
+    if "inactive_timeout" in inputs and inputs["inactive_timeout"] != mr.inactive_timeout:
+        differs("inactive_timeout", inputs["inactive_timeout"], mr.inactive_timeout)
+    return out

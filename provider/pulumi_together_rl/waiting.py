@@ -1,0 +1,142 @@
+"""The one polling loop every wait of the provider goes through.
+
+``wait_for`` polls ``fetch`` until ``done`` says the object reached its target state, ``failed`` says it never
+will, or ``timeout`` seconds pass. Rules:
+
+* The first poll happens at once; after that the interval grows (doubling from ``min(1 s, poll_interval)``) and
+  is capped at ``poll_interval`` (default :data:`DEFAULT_POLL_INTERVAL`, 10 s like the official SDK's helpers).
+  The last sleep is shortened so one final poll happens at the deadline.
+* Not-found is a state: ``fetch`` returns ``None`` for an object that does not exist (yet or any more), and the
+  predicates decide what that means (a stop is done, a create is failed).
+* A failed state raises :class:`WaitFailed`, which carries the API's own ``error.code`` and ``error.message``
+  when the object has them.
+* A timeout raises :class:`WaitTimeout`, naming the last state seen.
+* Progress goes to stderr (the Pulumi CLI shows a dynamic provider's stderr): one line whenever the described
+  state changes, and otherwise at most every :data:`PROGRESS_EVERY` seconds, e.g.
+  ``model resource 3f2a…: PENDING, queue position 3, 40 s``.
+
+Clock, sleep and the output stream are injectable so tests run without real time passing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_POLL_INTERVAL = 10.0
+"""Seconds between polls once the interval has grown (config ``together:pollInterval`` overrides it)."""
+
+FIRST_INTERVAL = 1.0
+"""The interval after the first poll; it doubles from here up to the poll interval."""
+
+PROGRESS_EVERY = 30.0
+"""While the state does not change, a progress line is repeated at most this often (seconds)."""
+
+
+class WaitError(Exception):
+    """Base of the two ways a wait ends without reaching its target."""
+
+    def __init__(self, message: str, *, last: Any, description: str, elapsed: float) -> None:
+        super().__init__(message)
+        self.last = last
+        self.description = description
+        self.elapsed = elapsed
+
+
+class WaitFailed(WaitError):
+    """The object reached a state from which the target cannot be reached.
+
+    ``code`` and ``message_from_api`` are the object's ``error.code`` / ``error.message`` when it has an error.
+    """
+
+    def __init__(self, *, last: Any, description: str, elapsed: float) -> None:
+        error = getattr(last, "error", None)
+        self.code: str | None = getattr(error, "code", None) or None
+        self.api_message: str | None = getattr(error, "message", None) or None
+        detail = ""
+        if self.code or self.api_message:
+            detail = f" with {self.code or 'an error'}: {self.api_message or 'no message'}"
+        super().__init__(
+            f"{description}{detail} after {format_elapsed(elapsed)}",
+            last=last,
+            description=description,
+            elapsed=elapsed,
+        )
+
+
+class WaitTimeout(WaitError):
+    """``timeout`` seconds passed before the target state was reached."""
+
+    def __init__(self, *, last: Any, description: str, elapsed: float, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(
+            f"timed out after {format_elapsed(timeout)}; last state: {description}",
+            last=last,
+            description=description,
+            elapsed=elapsed,
+        )
+
+
+def format_elapsed(seconds: float) -> str:
+    """``0.2 s``, ``40 s``, ``12 min 5 s``: short, for progress lines and messages."""
+    if 0 < seconds < 10:
+        return f"{seconds:.1f}".rstrip("0").rstrip(".") + " s"
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes, rest = divmod(seconds, 60)
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+
+
+def wait_for(
+    fetch: Callable[[], T | None],
+    *,
+    done: Callable[[T | None], bool],
+    failed: Callable[[T | None], bool],
+    describe: Callable[[T | None], str],
+    timeout: float,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    out: IO[str] | None = None,
+) -> T | None:
+    """Poll ``fetch`` until ``done(obj)``; return the last object (``None`` = not found).
+
+    ``describe(obj)`` renders the state for progress lines and errors (``"model resource 3f2a…: PENDING"``).
+    ``done`` is consulted before ``failed``. Raises :class:`WaitFailed` or :class:`WaitTimeout`; exceptions
+    from ``fetch`` propagate unchanged.
+    """
+    out = out if out is not None else sys.stderr
+    poll_interval = max(float(poll_interval), 0.001)
+    interval = min(FIRST_INTERVAL, poll_interval)
+    start = clock()
+    last_line: str | None = None
+    last_print = start
+    while True:
+        obj = fetch()
+        now = clock()
+        elapsed = now - start
+        description = describe(obj)
+        if description != last_line or now - last_print >= PROGRESS_EVERY:
+            _progress(out, f"{description}, {format_elapsed(elapsed)}")
+            last_line, last_print = description, now
+        if done(obj):
+            return obj
+        if failed(obj):
+            raise WaitFailed(last=obj, description=description, elapsed=elapsed)
+        remaining = timeout - elapsed
+        if remaining <= 0:
+            raise WaitTimeout(last=obj, description=description, elapsed=elapsed, timeout=timeout)
+        sleep(min(interval, remaining))
+        interval = min(interval * 2, poll_interval)
+
+
+def _progress(out: IO[str], line: str) -> None:
+    try:
+        print(line, file=out, flush=True)
+    except (OSError, ValueError):  # a closed stream must never fail a deployment
+        pass

@@ -1,0 +1,77 @@
+"""Fixtures for provider tests: the providers configured the way the dynamic-provider server does it.
+
+The server calls ``provider.configure(ConfigureRequest(Config(raw_config, project)))`` once per provider blob,
+with the whole stack config; here every test gets fresh providers configured against the per-test emulator,
+polling every 20 ms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from pulumi.dynamic import Config, ConfigureRequest
+
+from pulumi_together_rl import config
+from pulumi_together_rl.client import TogetherRL
+from pulumi_together_rl.resources import _base
+from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
+from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
+
+MODEL = "Qwen/Qwen3.5-4B"
+
+
+def configure(provider: Any, raw_config: dict[str, Any]) -> None:
+    """What pulumi.dynamic.__main__.get_provider does after unpickling a provider."""
+    provider.configure(ConfigureRequest(config=Config(raw_config=raw_config, project_name="test")))
+
+
+@dataclasses.dataclass
+class Rig:
+    emulator: Any
+    resources: _ModelResourceProvider
+    sessions: _TrainingSessionProvider
+    client: TogetherRL
+
+    @property
+    def control(self) -> Any:
+        return self.emulator.control
+
+    def create_resource(self, **inputs: Any) -> Any:
+        """check + create, as the engine does for a new ModelResource."""
+        checked = self.resources.check({}, {"base_model": MODEL, **inputs})
+        assert checked.failures == [], [(f.property, f.reason) for f in checked.failures]
+        return self.resources.create(checked.inputs)
+
+    def create_session(self, resource_id: str, **inputs: Any) -> Any:
+        checked = self.sessions.check({}, {"model_resources_id": resource_id, **inputs})
+        assert checked.failures == [], [(f.property, f.reason) for f in checked.failures]
+        return self.sessions.create(checked.inputs)
+
+    def posts(self, path_part: str) -> list[dict[str, Any]]:
+        return [r for r in self.control.requests() if r["method"] == "POST" and r["path"].endswith(path_part)]
+
+
+@pytest.fixture
+def fresh_provider_state():
+    config.reset()
+    _base.clear_caches()
+    yield
+    config.reset()
+    _base.clear_caches()
+
+
+@pytest.fixture
+def rig(emulator, monkeypatch, fresh_provider_state) -> Rig:
+    monkeypatch.setenv("TOGETHER_RL_POLL_INTERVAL", "0.02")
+    # The stack config is the only source here: the environment must not be what makes the tests pass.
+    monkeypatch.delenv("TOGETHER_API_KEY")
+    monkeypatch.delenv("TOGETHER_BASE_URL")
+    raw = {"together:apiKey": emulator.api_key, "together:baseUrl": emulator.base_url, "test:other": "x"}
+    resources, sessions = _ModelResourceProvider(), _TrainingSessionProvider()
+    configure(resources, raw)
+    configure(sessions, raw)
+    client = TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url)
+    yield Rig(emulator=emulator, resources=resources, sessions=sessions, client=client)
+    client.close()

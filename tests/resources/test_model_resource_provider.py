@@ -1,0 +1,229 @@
+"""The ModelResource provider's methods, called directly, against the emulator over loopback HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+from pulumi_together_rl.resources._base import ProviderError
+
+from .conftest import MODEL, configure
+
+STOPPED_OR_STOPPING = {"MODEL_RESOURCES_STATUS_STOPPING", "MODEL_RESOURCES_STATUS_STOPPED"}
+
+
+def _emulated(rig, id_):
+    return next(r for r in rig.control.state()["model_resources"] if r["id"] == id_)
+
+
+def test_create_waits_until_ready_and_reports_progress(rig, capsys):
+    rig.control.configure(timings={"resource_pending": 0.1, "resource_creating": 0.1})
+
+    created = rig.create_resource(compute_config={"num_generator_replicas": 1.0}, inactive_timeout=600.0)
+
+    outs = created.outs
+    assert outs["status"] == "READY"
+    assert outs["compute_config"] == {"num_generator_replicas": 1}  # declared, ints again
+    assert outs["effective_compute_config"] == {"num_generator_replicas": 1, "gpu_type": "B200-SXM"}
+    assert outs["effective_optimizer_config"] == {"adam": {}}
+    assert outs["effective_inactive_timeout"] == 600
+    assert outs["created_by"] and outs["created_at"] and outs["expires_at"]
+    assert len(rig.posts("/model-resources")) == 1
+    err = capsys.readouterr().err
+    assert f"model resource {created.id[:8]}…: PENDING" in err
+    assert "READY" in err
+
+
+def test_check_rejects_a_model_the_api_does_not_offer(rig):
+    result = rig.resources.check({}, {"base_model": "Acme/NotAModel"})
+    assert [f.property for f in result.failures] == ["base_model"]
+    assert MODEL in result.failures[0].reason  # says what to use instead
+
+
+def test_check_rejects_full_weight_training_where_not_offered(rig):
+    result = rig.resources.check({}, {"base_model": "Qwen/Qwen3.5-35B-A3B", "lora_enabled": False})
+    assert [f.property for f in result.failures] == ["lora_enabled"]
+
+
+def test_check_rejects_generator_replicas_on_a_trainer_only_model(rig):
+    news = {"base_model": "Qwen/Qwen3-0.6B", "compute_config": {"num_generator_replicas": 2}}
+    result = rig.resources.check({}, news)
+    assert [f.property for f in result.failures] == ["compute_config.num_generator_replicas"]
+
+
+def test_check_warns_and_skips_remote_checks_when_the_api_is_unreachable(rig, capsys):
+    configure(rig.resources, {"together:apiKey": "k", "together:baseUrl": "http://127.0.0.1:9"})
+    result = rig.resources.check({}, {"base_model": "Acme/NotAModel"})
+    assert result.failures == []
+    assert "warning" in capsys.readouterr().err
+
+
+def test_error_during_create_stops_the_resource_and_reports_the_api_error(rig):
+    rig.control.fail_next("model_resource", "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED", "pods failed")
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource()
+
+    (resource,) = rig.control.state()["model_resources"]
+    message = str(caught.value)
+    assert message.startswith(f"creating model resource ({resource['id']}):")
+    assert "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED" in message and "pods failed" in message
+    assert len(rig.posts(f"/model-resources/{resource['id']}/stop")) == 1
+
+
+def test_create_timeout_stops_the_resource(rig):
+    rig.control.configure(timings={"resource_pending": 60})
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource(create_timeout=0.2)
+
+    (resource,) = rig.control.state()["model_resources"]
+    assert resource["id"] in str(caught.value)
+    assert "timed out" in str(caught.value) and "PENDING" in str(caught.value)
+    assert resource["status"] in STOPPED_OR_STOPPING
+
+
+def test_missing_key_fails_create_naming_both_ways_to_set_it(rig, fresh_provider_state):
+    configure(rig.resources, {"together:baseUrl": rig.emulator.base_url})
+
+    with pytest.raises(ProviderError) as caught:
+        rig.resources.create({"base_model": MODEL})
+
+    message = str(caught.value)
+    assert "pulumi config set --secret together:apiKey" in message and "TOGETHER_API_KEY" in message
+    assert rig.control.requests() == []
+
+
+def test_delete_with_attached_sessions_needs_force(rig):
+    created = rig.create_resource()
+    session = rig.client.create_training_session(TrainingSessionCreateRequest(model_resources_id=created.id))
+
+    with pytest.raises(ProviderError) as caught:
+        rig.resources.delete(created.id, created.outs)
+
+    message = str(caught.value)
+    assert session.id in message and "force_stop=True" in message
+    assert _emulated(rig, created.id)["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+def test_delete_with_force_stop_stops_attached_sessions_and_logs_them(rig, capsys):
+    created = rig.create_resource(force_stop=True)
+    session = rig.client.create_training_session(TrainingSessionCreateRequest(model_resources_id=created.id))
+
+    rig.resources.delete(created.id, created.outs)
+
+    assert _emulated(rig, created.id)["status"] in STOPPED_OR_STOPPING
+    assert rig.client.get_training_session(session.id).status.short in {"STOPPING", "STOPPED"}
+    assert f"also stopped training sessions {session.id}" in capsys.readouterr().err
+
+
+def test_delete_of_a_stopped_or_unknown_resource_succeeds(rig):
+    created = rig.create_resource()
+    rig.resources.delete(created.id, created.outs)
+    rig.resources.delete(created.id, created.outs)  # already stopped
+    rig.resources.delete("no-such-resource", {})  # 404
+    assert _emulated(rig, created.id)["status"] in STOPPED_OR_STOPPING
+
+
+def test_refresh_after_an_out_of_band_stop_reports_it_gone(rig):
+    created = rig.create_resource()
+    rig.client.stop_model_resource(created.id)
+
+    result = rig.resources.read(created.id, created.outs)
+
+    assert result.id == ""
+
+
+def test_refresh_after_inactivity_expiry_reports_it_gone(rig):
+    created = rig.create_resource(inactive_timeout=300)
+    rig.control.advance(301)
+
+    result = rig.resources.read(created.id, created.outs)
+
+    assert result.id == ""
+    assert _emulated(rig, created.id)["status"] in STOPPED_OR_STOPPING
+
+
+def test_refresh_of_a_live_resource_keeps_declared_inputs_and_invents_no_diff(rig):
+    checked = rig.resources.check({}, {"base_model": MODEL, "base_weights_ref": "together://ml_abc"})
+    created = rig.resources.create(checked.inputs)
+
+    result = rig.resources.read(created.id, created.outs)
+
+    assert result.id == created.id
+    assert result.inputs == checked.inputs
+    assert result.outs["effective_base_weights_ref"].startswith("together://ml_abc@rv_")
+    assert rig.resources.diff(created.id, result.outs, checked.inputs).changes is False
+
+
+def test_get_takes_the_inputs_from_the_api(rig):
+    created = rig.create_resource(compute_config={"num_generator_replicas": 1})
+
+    result = rig.resources.read(created.id, {"__provider": "blob"})  # `.get()`: only the provider is known
+
+    assert result.inputs["base_model"] == MODEL
+    assert result.inputs["compute_config"] == {"num_generator_replicas": 1, "gpu_type": "B200-SXM"}
+    assert result.inputs["lora_enabled"] is True
+    assert result.outs["status"] == "READY"
+
+
+def test_update_of_provider_options_only_makes_no_api_call(rig):
+    created = rig.create_resource()
+    rig.control.clear_requests()
+    news = {**{k: created.outs[k] for k in ("base_model",)}, "create_timeout": 10, "force_stop": True}
+
+    diff = rig.resources.diff(created.id, created.outs, news)
+    updated = rig.resources.update(created.id, created.outs, news)
+
+    assert diff.changes is True and diff.replaces == []
+    assert updated.outs["force_stop"] is True and updated.outs["status"] == "READY"
+    assert rig.control.requests() == []
+
+
+def test_adopt_takes_over_an_existing_resource_without_creating_one(rig):
+    existing = rig.client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL))
+    rig.control.clear_requests()
+
+    adopted = rig.create_resource(adopt_id=existing.id)
+
+    assert adopted.id == existing.id
+    assert adopted.outs["status"] == "READY" and adopted.outs["adopt_id"] == existing.id
+    assert rig.posts("/model-resources") == []
+
+
+def test_adopt_with_mismatched_inputs_names_the_fields_and_stops_nothing(rig):
+    existing = rig.client.create_model_resource(
+        ModelResourceCreateRequest(base_model=MODEL, inactive_timeout=900)
+    )
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource(adopt_id=existing.id, inactive_timeout=1200, lora_enabled=False)
+
+    message = str(caught.value)
+    assert message.startswith(f"adopting model resource ({existing.id})")
+    assert "inactive_timeout" in message and "lora_enabled" in message and "base_model" not in message
+    assert _emulated(rig, existing.id)["status"] != "MODEL_RESOURCES_STATUS_STOPPED"
+    assert rig.posts("/stop") == []
+
+
+def test_adopt_of_a_stopped_resource_fails(rig):
+    existing = rig.client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL))
+    rig.client.stop_model_resource(existing.id)
+
+    with pytest.raises(ProviderError, match="is STOP"):
+        rig.create_resource(adopt_id=existing.id)
+
+
+def test_an_interrupt_while_waiting_stops_the_resource_and_propagates(rig, monkeypatch):
+    from pulumi_together_rl.resources import model_resource
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_resource, "_wait_ready", interrupted)
+
+    with pytest.raises(KeyboardInterrupt):
+        rig.create_resource()
+
+    (resource,) = rig.control.state()["model_resources"]
+    assert resource["status"] in STOPPED_OR_STOPPING

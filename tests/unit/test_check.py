@@ -1,0 +1,158 @@
+"""check: local validation, one CheckFailure per bad field, unknowns skipped, numbers normalised.
+
+The remote part is switched off by the lack of an API key (it then warns and skips), so no HTTP happens here;
+the remote checks themselves are covered against the emulator in tests/resources.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pulumi.output import Unknown
+
+from pulumi_together_rl import config
+from pulumi_together_rl.resources import _base
+from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
+from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
+
+MODEL = "Qwen/Qwen3.5-4B"
+
+
+@pytest.fixture(autouse=True)
+def no_api(monkeypatch):
+    monkeypatch.delenv("TOGETHER_API_KEY", raising=False)
+    config.reset()
+    _base.clear_caches()
+
+
+def failures(result):
+    return {f.property: f.reason for f in result.failures}
+
+
+def test_every_bad_model_resource_field_gets_its_own_failure():
+    result = _ModelResourceProvider().check(
+        {},
+        {
+            "base_model": MODEL,
+            "base_weights_ref": "s3://bucket/weights",
+            "compute_config": {"gpu_type": "A100", "num_generator_replicas": -1},
+            "lora_enabled": "yes",
+            "optimizer_config": {"adam": {}, "muon": {}},
+            "inactive_timeout": 60,
+            "create_timeout": 0,
+            "delete_timeout": -5,
+            "force_stop": 1,
+            "colour": "blue",
+        },
+    )
+    assert set(failures(result)) == {
+        "base_weights_ref",
+        "compute_config.gpu_type",
+        "compute_config.num_generator_replicas",
+        "lora_enabled",
+        "optimizer_config",
+        "inactive_timeout",
+        "create_timeout",
+        "delete_timeout",
+        "force_stop",
+        "colour",
+    }
+
+
+def test_failure_reasons_say_what_to_do():
+    reasons = failures(_ModelResourceProvider().check({}, {"base_model": MODEL, "inactive_timeout": 100000}))
+    assert reasons["inactive_timeout"] == (
+        "inactive_timeout: input should be less than or equal to 86400 (got 100000). "
+        "Use a whole number of seconds from 300 to 86400 (the API default is 3600)"
+    )
+    reasons = failures(_ModelResourceProvider().check({}, {}))
+    assert reasons["base_model"].startswith("base_model is required. Set base_model to a model listed by")
+
+
+def test_every_bad_session_field_gets_its_own_failure():
+    result = _TrainingSessionProvider().check(
+        {},
+        {
+            "model_resources_id": "mr-1",
+            "lora_config": {"rank": 65, "alpha": 0, "dropout": 1.0, "seed": 1.5, "train_unembed": "no"},
+            "display_name": "x" * 129,
+            "metadata": {"wandb": {"url": "http://wandb.ai/run", "project": 7, "colour": "x"}},
+            "load_optimizer": "true",
+        },
+    )
+    assert set(failures(result)) == {
+        "lora_config.rank",
+        "lora_config.alpha",
+        "lora_config.dropout",
+        "lora_config.seed",
+        "lora_config.train_unembed",
+        "display_name",
+        "metadata.wandb.url",
+        "metadata.wandb.project",
+        "metadata.wandb.colour",
+        "load_optimizer",
+    }
+    assert "https" in failures(result)["metadata.wandb.url"]
+
+
+def test_missing_required_session_input_fails():
+    assert set(failures(_TrainingSessionProvider().check({}, {"display_name": "s"}))) == {
+        "model_resources_id"
+    }
+
+
+def test_unknown_values_at_preview_are_skipped_and_kept():
+    unknown_id, unknown_rank = Unknown(), Unknown()
+    news = {
+        "__provider": "blob",
+        "model_resources_id": unknown_id,
+        "lora_config": {"rank": unknown_rank, "alpha": 16.0},
+        "display_name": "s",
+    }
+
+    result = _TrainingSessionProvider().check({}, news)
+
+    assert result.failures == []
+    assert result.inputs["model_resources_id"] is unknown_id
+    assert result.inputs["lora_config"] == {"rank": unknown_rank, "alpha": 16}
+    assert "__provider" not in result.inputs
+
+
+def test_unknown_required_model_resource_input_is_not_missing():
+    result = _ModelResourceProvider().check({}, {"base_model": Unknown(), "compute_config": Unknown()})
+    assert result.failures == []
+
+
+def test_floats_from_the_wire_come_back_as_ints():
+    result = _ModelResourceProvider().check(
+        {},
+        {"base_model": MODEL, "compute_config": {"num_generator_replicas": 2.0}, "inactive_timeout": 600.0},
+    )
+    assert result.failures == []
+    assert result.inputs["compute_config"] == {"num_generator_replicas": 2}
+    assert type(result.inputs["compute_config"]["num_generator_replicas"]) is int
+    assert type(result.inputs["inactive_timeout"]) is int
+    session = _TrainingSessionProvider().check(
+        {}, {"model_resources_id": "mr", "lora_config": {"rank": 32.0}}
+    )
+    assert type(session.inputs["lora_config"]["rank"]) is int
+
+
+def test_check_output_round_trips():
+    news = {
+        "base_model": MODEL,
+        "base_weights_ref": "together://ml_abc",
+        "optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}},
+        "create_timeout": 60.0,
+        "adopt_id": "mr-1",
+    }
+    once = _ModelResourceProvider().check({}, news)
+    twice = _ModelResourceProvider().check({}, once.inputs)
+    assert once.failures == [] and once.inputs == twice.inputs
+    assert once.inputs["optimizer_config"] == {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}}
+
+
+def test_without_a_key_the_remote_check_is_skipped_with_a_warning(capsys):
+    result = _ModelResourceProvider().check({}, {"base_model": "Acme/NotAModel"})
+    assert result.failures == []
+    err = capsys.readouterr().err
+    assert "warning" in err and "no Together API key" in err

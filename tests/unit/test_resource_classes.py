@@ -1,0 +1,89 @@
+"""The resource classes under pulumi mocks: type tokens, what they register, the display_name default, get()."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+import pulumi_together_rl
+from pulumi_together_rl import ModelResource, ModelResourceArgs, TrainingSession, TrainingSessionArgs
+
+
+class CapturingMocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.registered: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args):
+        self.registered.append(args)
+        outputs = {k: v for k, v in args.inputs.items() if k != "__provider"}
+        if args.typ.endswith(":ModelResource"):
+            outputs.update(status="READY", effective_compute_config={"gpu_type": "B200-SXM"})
+        return [args.resource_id or f"{args.name}-id", outputs]
+
+    def call(self, args):
+        return {}
+
+
+@pytest.fixture
+def mocks():
+    mocks = CapturingMocks()
+    pulumi.runtime.set_mocks(mocks, project="test", stack="dev", preview=False)
+    return mocks
+
+
+@pulumi.runtime.test
+def test_session_display_name_defaults_to_the_resource_name_and_wires_the_resource_id(mocks):
+    gpu = ModelResource("qwen", ModelResourceArgs(base_model="Qwen/Qwen3.5-4B"))
+    run = TrainingSession("gsm8k-2", TrainingSessionArgs(model_resources_id=gpu.id, lora_config={"rank": 32}))
+
+    def verify(values):
+        display_name, resource_id, status, effective = values
+        by_name = {r.name: r for r in mocks.registered}
+        assert by_name["qwen"].typ == "pulumi-python:dynamic/together:ModelResource"
+        assert by_name["gsm8k-2"].typ == "pulumi-python:dynamic/together:TrainingSession"
+        assert by_name["gsm8k-2"].inputs["display_name"] == "gsm8k-2"
+        assert by_name["gsm8k-2"].inputs["model_resources_id"] == "qwen-id"
+        assert display_name == "gsm8k-2" and resource_id == "qwen-id"
+        assert status == "READY" and effective == {"gpu_type": "B200-SXM"}
+
+    return pulumi.Output.all(
+        run.display_name, run.model_resources_id, gpu.status, gpu.effective_compute_config
+    ).apply(verify)
+
+
+@pulumi.runtime.test
+def test_an_explicit_display_name_is_kept(mocks):
+    run = TrainingSession("res-name", TrainingSessionArgs(model_resources_id="mr-1", display_name="shown"))
+    return run.display_name.apply(lambda name: _equal(name, "shown"))
+
+
+@pulumi.runtime.test
+def test_get_reads_an_existing_object_by_id(mocks):
+    session = TrainingSession.get("existing", "ts-123")
+
+    def verify(ident):
+        assert ident == "ts-123"
+        assert mocks.registered[-1].resource_id == "ts-123"
+        assert "display_name" not in mocks.registered[-1].inputs  # get() declares nothing
+
+    return session.id.apply(verify)
+
+
+def test_public_surface():
+    assert set(pulumi_together_rl.__all__) >= {"ModelResource", "ModelResourceArgs", "TrainingSession"}
+    assert pulumi_together_rl.__version__ == "0.1.0"
+    with pytest.raises(AttributeError):
+        _ = pulumi_together_rl.NoSuchThing
+
+
+def _equal(actual, expected):
+    assert actual == expected
+
+
+def test_importing_the_client_does_not_import_pulumi():
+    import subprocess
+    import sys
+
+    code = "import sys, pulumi_together_rl.client; print('pulumi' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

@@ -1,0 +1,127 @@
+"""waiting.wait_for with a fake clock: no real time passes."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+
+from pulumi_together_rl.waiting import WaitFailed, WaitTimeout, wait_for
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def states(*sequence):
+    """A fetch that returns the given states in turn (the last one forever)."""
+    items = list(sequence)
+
+    def fetch():
+        return items.pop(0) if len(items) > 1 else items[0]
+
+    return fetch
+
+
+def obj(status, error=None):
+    return SimpleNamespace(status=status, error=error)
+
+
+def run(fetch, fake, *, timeout=1000.0, poll_interval=10.0, out=None):
+    return wait_for(
+        fetch,
+        done=lambda o: o is not None and o.status == "READY",
+        failed=lambda o: o is not None and o.status == "ERROR",
+        describe=lambda o: f"thing: {o.status if o else 'not found'}",
+        timeout=timeout,
+        poll_interval=poll_interval,
+        clock=fake.clock,
+        sleep=fake.sleep,
+        out=out if out is not None else io.StringIO(),
+    )
+
+
+def test_first_poll_is_immediate():
+    fake = FakeTime()
+    result = run(states(obj("READY")), fake)
+    assert result.status == "READY" and fake.sleeps == []
+
+
+def test_interval_grows_and_is_capped_at_the_poll_interval():
+    fake = FakeTime()
+    run(states(*[obj("PENDING")] * 8, obj("READY")), fake, poll_interval=10.0)
+    assert fake.sleeps == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0]
+
+
+def test_small_poll_interval_is_used_from_the_start():
+    fake = FakeTime()
+    run(states(obj("PENDING"), obj("PENDING"), obj("READY")), fake, poll_interval=0.05)
+    assert fake.sleeps == [0.05, 0.05]
+
+
+def test_progress_on_state_change_and_at_most_every_30_seconds_otherwise():
+    fake = FakeTime()
+    out = io.StringIO()
+    run(states(*[obj("PENDING")] * 12, obj("CREATING"), obj("READY")), fake, out=out)
+    lines = out.getvalue().splitlines()
+    # PENDING polls at t=0,1,3,7,15,25,35,45,55,65,75,85; CREATING at 95; READY at 105
+    assert lines == [
+        "thing: PENDING, 0 s",
+        "thing: PENDING, 35 s",
+        "thing: PENDING, 65 s",
+        "thing: CREATING, 95 s",
+        "thing: READY, 105 s",
+    ]
+
+
+def test_timeout_names_the_last_state_after_a_final_poll_at_the_deadline():
+    fake = FakeTime()
+    with pytest.raises(WaitTimeout) as caught:
+        run(states(obj("PENDING")), fake, timeout=5.0)
+    assert fake.sleeps == [1.0, 2.0, 2.0]  # the last sleep is cut to land on the deadline
+    assert "timed out after 5 s" in str(caught.value) and "thing: PENDING" in str(caught.value)
+    assert caught.value.last.status == "PENDING"
+
+
+def test_failed_state_raises_with_the_api_error_code_and_message():
+    fake = FakeTime()
+    error = SimpleNamespace(code="CODE_PROVISIONING_FAILED", message="pods failed")
+    with pytest.raises(WaitFailed) as caught:
+        run(states(obj("PENDING"), obj("ERROR", error)), fake)
+    assert caught.value.code == "CODE_PROVISIONING_FAILED" and caught.value.api_message == "pods failed"
+    assert "thing: ERROR with CODE_PROVISIONING_FAILED: pods failed" in str(caught.value)
+
+
+def test_not_found_is_a_state_the_predicates_decide_on():
+    fake = FakeTime()
+    result = wait_for(
+        states(obj("STOPPING"), None),
+        done=lambda o: o is None,
+        failed=lambda o: False,
+        describe=lambda o: "gone" if o is None else o.status,
+        timeout=100,
+        clock=fake.clock,
+        sleep=fake.sleep,
+        out=io.StringIO(),
+    )
+    assert result is None and fake.sleeps == [1.0]
+
+
+def test_fetch_errors_propagate():
+    fake = FakeTime()
+
+    def fetch():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        run(fetch, fake)
