@@ -6,10 +6,12 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: help uv sync test lint format importtime clean
+.PHONY: help uv sync demo test bench lint format importtime clean
 
 help:
+	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator (needs the Pulumi CLI)"
 	@echo "make test        # the whole test suite (what CI runs)"
+	@echo "make bench       # provider throughput: 1 model resource + 8 sessions vs 1 + 1, against the emulator"
 	@echo "make lint        # ruff"
 	@echo "make importtime  # import cost of pulumi_together_rl next to the official together SDK"
 
@@ -18,6 +20,10 @@ uv:
 
 sync: uv
 	$(UV) sync --frozen
+
+# No dependency on sync: the script first checks for the Pulumi CLI (and says how to install it), then syncs.
+demo:
+	@bash scripts/demo.sh
 
 test: sync
 	$(UV) run --frozen pytest
@@ -29,6 +35,9 @@ lint: sync
 format: sync
 	$(UV) run --frozen ruff format provider tests examples
 	$(UV) run --frozen ruff check --fix provider tests examples
+
+bench: sync
+	$(UV) run --frozen python scripts/bench_provider.py
 
 importtime: sync
 	$(UV) run --frozen python scripts/importtime.py

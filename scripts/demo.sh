@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# `make demo`: a real `pulumi up` of examples/quickstart against the bundled Together RL emulator, then a clean
+# destroy. Offline: nothing leaves this machine, nothing is billed.
+#
+#   1. sets up the venv (uv sync, from uv.lock)
+#   2. starts the emulator on a free loopback port, with short but visible transition timings
+#   3. points Pulumi at a local file backend inside the repo (.pulumi-state/<stack>/, git-ignored) and creates
+#      a throwaway stack (passphrase secrets provider with a demo passphrase)
+#   4. sets together:baseUrl and together:apiKey (as a secret), runs `pulumi up --yes`, prints the outputs
+#   5. runs `pulumi destroy --yes`, removes the stack, stops the emulator and cleans up, even when a step fails
+#
+# Without the Pulumi CLI on PATH it stops at once with exit status 1 and the install command.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+say() { printf '\n==> %s\n' "$*"; }
+
+if ! command -v pulumi >/dev/null 2>&1; then
+    {
+        echo "make demo needs the Pulumi CLI, and 'pulumi' is not on PATH."
+        echo "Install it with:"
+        echo ""
+        echo "    curl -fsSL https://get.pulumi.com | sh"
+        echo ""
+        echo "then open a new shell (the installer adds ~/.pulumi/bin to PATH) and run 'make demo' again."
+        echo "(make test needs no Pulumi CLI.)"
+    } >&2
+    exit 1
+fi
+
+# ------------------------------------------------------------------------------------------- venv (uv)
+# The Pulumi Python runtime's uv toolchain runs the `uv` executable, so uv must be on PATH, not only importable.
+# Found on PATH, else where `uv run` says it is ($UV), else the one pip installed (installing it if need be).
+if ! command -v uv >/dev/null 2>&1; then
+    if [ -n "${UV:-}" ] && [ -x "${UV:-}" ]; then
+        UV_BIN="$UV"
+    else
+        if ! python3 -c 'import uv' >/dev/null 2>&1; then
+            say "installing uv with pip"
+            python3 -m pip install --quiet "uv>=0.5"
+        fi
+        UV_BIN="$(python3 -c 'import uv; print(uv.find_uv_bin())')"
+    fi
+    PATH="$(dirname "$UV_BIN"):$PATH"
+    export PATH
+fi
+say "syncing the venv (.venv) from uv.lock"
+uv sync --frozen
+PYTHON="$ROOT/.venv/bin/python"
+
+# --------------------------------------------------------------------------------------------- cleanup
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/together-rl-demo.XXXXXX")"
+STACK="demo-$(date +%Y%m%d%H%M%S)-$$"
+STATE_DIR="$ROOT/.pulumi-state"
+BACKEND_DIR="$STATE_DIR/$STACK" # one backend per run: runs never share (or delete) each other's state
+STACK_CREATED=0
+STACK_REMOVED=0
+EMULATOR_PID=""
+
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    set +e
+    if [ "$STACK_CREATED" = 1 ] && [ "$STACK_REMOVED" = 0 ]; then
+        say "cleaning up after a failure: destroying and removing stack $STACK"
+        pulumi destroy --yes --skip-preview --non-interactive --stack "$STACK" >"$WORK/cleanup-destroy.log" 2>&1 \
+            || { echo "pulumi destroy failed during cleanup:"; tail -n 20 "$WORK/cleanup-destroy.log"; }
+        pulumi stack rm --yes --force --non-interactive --stack "$STACK" >/dev/null 2>&1
+    fi
+    rm -f "$ROOT/Pulumi.$STACK.yaml"
+    if [ -n "$EMULATOR_PID" ] && kill -0 "$EMULATOR_PID" 2>/dev/null; then
+        kill "$EMULATOR_PID" 2>/dev/null
+        wait "$EMULATOR_PID" 2>/dev/null
+    fi
+    rm -rf "$BACKEND_DIR"
+    rmdir "$STATE_DIR" 2>/dev/null # only when no other state is kept there
+    rm -rf "$WORK"
+    if [ "$status" -ne 0 ]; then
+        printf '\nmake demo failed (exit status %s); the emulator is stopped and the stack removed.\n' "$status" >&2
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# -------------------------------------------------------------------------------------------- emulator
+say "starting the Together RL emulator on a free loopback port"
+DEMO_API_KEY="demo-key-not-a-secret"
+"$PYTHON" -m pulumi_together_rl.emulator --host 127.0.0.1 --port 0 --api-key "$DEMO_API_KEY" \
+    --timings resource_pending=4,resource_creating=3,resource_stopping=2,session_creating=2,session_stopping=1 \
+    >"$WORK/emulator.out" 2>"$WORK/emulator.err" &
+EMULATOR_PID=$!
+
+BASE_URL=""
+for _ in $(seq 1 300); do
+    # A complete first line (newline included) is the base URL.
+    if [ "$(wc -l <"$WORK/emulator.out")" -ge 1 ]; then
+        BASE_URL="$(head -n 1 "$WORK/emulator.out")"
+        break
+    fi
+    if ! kill -0 "$EMULATOR_PID" 2>/dev/null; then
+        echo "the emulator exited before printing its URL:" >&2
+        cat "$WORK/emulator.err" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
+case "$BASE_URL" in
+    http://127.0.0.1:*) ;;
+    "") ;;
+    *) echo "unexpected first line from the emulator: $BASE_URL" >&2; exit 1 ;;
+esac
+if [ -z "$BASE_URL" ]; then
+    echo "the emulator printed no URL within 30 s:" >&2
+    cat "$WORK/emulator.err" >&2
+    exit 1
+fi
+echo "emulator: $BASE_URL (pid $EMULATOR_PID)"
+
+# ---------------------------------------------------------------------------------------------- pulumi
+# A file backend inside the repo, through the environment: the user's own `pulumi login` is left untouched.
+mkdir -p "$BACKEND_DIR"
+export PULUMI_BACKEND_URL="file://$BACKEND_DIR"
+export PULUMI_CONFIG_PASSPHRASE="demo-passphrase-not-a-secret"
+export PULUMI_SKIP_UPDATE_CHECK=true
+# The dynamic-provider plugin resolves a relative venv from `main` (examples/quickstart/), not from the project
+# root (pulumi/pulumi#7061): hand it the absolute path of the one venv.
+export PULUMI_RUNTIME_VIRTUALENV="$ROOT/.venv"
+# Pulumi runs `uv run` for the program: never let it re-resolve the lock.
+export UV_FROZEN=1
+# Poll the emulator every half second so progress lines show each state.
+export TOGETHER_RL_POLL_INTERVAL=0.5
+# The stack config decides; a key or URL from the caller's shell must not leak into the demo.
+unset TOGETHER_API_KEY TOGETHER_BASE_URL
+
+say "creating the throwaway stack $STACK (local backend: $BACKEND_DIR)"
+pulumi stack init "$STACK" --secrets-provider passphrase --non-interactive
+STACK_CREATED=1
+pulumi config set --stack "$STACK" together:baseUrl "$BASE_URL"
+pulumi config set --stack "$STACK" --secret together:apiKey "$DEMO_API_KEY"
+
+say "pulumi up (examples/quickstart against the emulator)"
+pulumi up --yes --non-interactive --stack "$STACK"
+
+say "stack outputs"
+pulumi stack output --stack "$STACK"
+
+say "pulumi destroy"
+pulumi destroy --yes --non-interactive --stack "$STACK"
+
+say "checking that nothing is left running in the emulator"
+"$PYTHON" - "$BASE_URL" <<'PY'
+import json
+import sys
+import urllib.request
+
+with urllib.request.urlopen(sys.argv[1] + "/_emulator/state", timeout=10) as answer:
+    state = json.load(answer)
+gone = {"resource": ("STOPPING", "STOPPED", "ERROR"), "session": ("STOPPED", "EXPIRED", "ERROR")}
+active = [
+    obj["id"]
+    for kind, key in (("resource", "model_resources"), ("session", "training_sessions"))
+    for obj in state[key]
+    if not obj["status"].endswith(gone[kind])
+]
+if active:
+    sys.exit(f"still active after destroy: {', '.join(active)}")
+print(
+    f"{len(state['model_resources'])} model resource(s) and {len(state['training_sessions'])} session(s) "
+    "were created; none is active now."
+)
+PY
+
+pulumi stack rm --yes --non-interactive --stack "$STACK"
+STACK_REMOVED=1
+say "demo finished: up, outputs, destroy, nothing left running"

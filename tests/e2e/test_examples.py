@@ -1,0 +1,294 @@
+"""Every example program end to end against the emulator, offline and without the Pulumi CLI.
+
+Each program runs under `pulumi.runtime.set_mocks` with `EngineBackedMocks`: every registration goes to the real
+provider, served by the Pulumi SDK's own dynamic-provider server (`python -m pulumi.dynamic`) and driven by the
+stand-in engine (Check -> Create; Check -> Diff -> Update or replace on later runs; Read on refresh; Delete on
+destroy), and the program gets the real ids and outputs back. The stack config is what `pulumi config set` would
+hold (the API key as a secret), so the provider is configured through Configure exactly as under the CLI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pulumi_together_rl.client import TogetherRL
+from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+from support.engine import UNKNOWN, ProviderProcess, StandInEngine
+from support.mocks import run_program
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+MODEL = "Qwen/Qwen3.5-4B"
+RESOURCE_GONE = ("STOPPING", "STOPPED", "ERROR")
+SESSION_GONE = ("STOPPED", "EXPIRED", "ERROR")
+
+
+@pytest.fixture(scope="module")
+def provider_process():
+    # Credentials reach the provider only through the stack config (Configure), as in a real `pulumi up`.
+    env = {"TOGETHER_API_KEY": None, "TOGETHER_BASE_URL": None, "TOGETHER_RL_POLL_INTERVAL": "0.02"}
+    with ProviderProcess(ROOT, env, project="examples") as process:
+        yield process
+
+
+def project_name(program: Path) -> str:
+    project_file = program / "Pulumi.yaml"
+    if not project_file.exists():  # the quickstart is the root project's `main`
+        project_file = ROOT / "Pulumi.yaml"
+    return yaml.safe_load(project_file.read_text())["name"]
+
+
+class Stack:
+    """One stack of an example: its program, config and the engine's state, run as `pulumi up` would."""
+
+    def __init__(self, program: Path, process: ProviderProcess, emulator: Any, config: dict[str, Any]):
+        self.program = program
+        self.engine = StandInEngine(process, project=project_name(program), stack="dev")
+        self.emulator = emulator
+        self.config = {"together:apiKey": emulator.api_key, "together:baseUrl": emulator.base_url, **config}
+
+    def up(self, preview: bool = False, **config_changes: Any):
+        self.config.update(config_changes)
+        return run_program(
+            self.program, self.engine, config=self.config, secret_keys=["together:apiKey"], preview=preview
+        )
+
+    def requests(self) -> list[tuple[str, str]]:
+        """The public API requests since the last call (method, path)."""
+        return [(r["method"], r["path"]) for r in self.emulator.control.requests(clear=True)]
+
+
+def active(emulator: Any) -> dict[str, list[str]]:
+    state = emulator.control.state()
+    return {
+        "model_resources": [
+            o["id"] for o in state["model_resources"] if not o["status"].endswith(RESOURCE_GONE)
+        ],
+        "training_sessions": [
+            o["id"] for o in state["training_sessions"] if not o["status"].endswith(SESSION_GONE)
+        ],
+    }
+
+
+def assert_refresh_changes_nothing(stack: Stack) -> None:
+    inputs = {urn: entry["inputs"] for urn, entry in stack.engine.state.items()}
+    refresh = stack.engine.refresh()
+    assert "delete" not in {op for op, _ in refresh.steps}
+    assert {urn: entry["inputs"] for urn, entry in stack.engine.state.items()} == inputs
+    stack.requests()
+    after = stack.up()
+    assert {op for op, _ in after.steps} == {"same"}
+    assert writes(stack.requests()) == []
+
+
+def writes(requests: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(method, path) for method, path in requests if method != "GET"]
+
+
+def test_quickstart_up_again_refresh_and_destroy(provider_process, emulator):
+    stack = Stack(EXAMPLES / "quickstart", provider_process, emulator, {})
+
+    first = stack.up()
+    assert first.steps == [("create", "qwen"), ("create", "gsm8k")]
+    exports = first.exports
+    assert exports["model_resource_status"] == "READY"
+    assert exports["training_session_status"] == "RUNNING"
+    assert exports["base_model"] == MODEL
+    assert active(emulator) == {
+        "model_resources": [exports["model_resource_id"]],
+        "training_sessions": [exports["training_session_id"]],
+    }
+    assert first.secret_exports == set()
+
+    stack.requests()
+    second = stack.up()
+    assert second.steps == [("same", "qwen"), ("same", "gsm8k")]
+    assert second.exports == exports
+    assert stack.requests() == []  # check and diff answer from the state and the process caches: no HTTP
+    assert stack.engine.rpcs("Create", "Update", "Delete") == [("Create", "qwen"), ("Create", "gsm8k")]
+
+    # Refresh (Pulumi.yaml: refresh: always) of an unchanged stack keeps both, invents no input diff, and the
+    # next up has nothing to do.
+    assert_refresh_changes_nothing(stack)
+
+    stack.engine.destroy()
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def test_quickstart_refresh_sees_a_session_stopped_outside_pulumi_and_up_recreates_it(
+    provider_process, emulator
+):
+    stack = Stack(EXAMPLES / "quickstart", provider_process, emulator, {})
+    first = stack.up().exports
+    with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        client.stop_training_session(first["training_session_id"])
+
+    refresh = stack.engine.refresh()
+    assert refresh.ops("gsm8k") == ["delete"]  # dropped from the state: gone
+    assert refresh.ops("qwen") != ["delete"]
+    again = stack.up()
+    assert again.steps == [("same", "qwen"), ("create", "gsm8k")]
+    assert again.exports["training_session_id"] != first["training_session_id"]
+    assert again.exports["training_session_status"] == "RUNNING"
+
+    stack.engine.destroy()
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def test_quickstart_preview_creates_nothing(provider_process, emulator):
+    stack = Stack(EXAMPLES / "quickstart", provider_process, emulator, {})
+
+    preview = stack.up(preview=True)
+    assert preview.steps == [("create", "qwen"), ("create", "gsm8k")]
+    assert preview.exports["model_resource_id"] == UNKNOWN
+    assert writes(stack.requests()) == []
+    assert stack.engine.rpcs("Create", "Update") == []
+
+
+def test_sweep_renames_in_place_and_replaces_only_the_session_whose_rank_changed(provider_process, emulator):
+    stack = Stack(EXAMPLES / "sweep", provider_process, emulator, {"sessions": 3, "loraRanks": [8, 16, 32]})
+
+    first = stack.up()
+    assert first.steps[0] == ("create", "sweep-gpu")
+    assert sorted(first.steps[1:]) == [("create", "trial-0"), ("create", "trial-1"), ("create", "trial-2")]
+    assert first.exports["lora_ranks"] == [8, 16, 32]
+    assert first.exports["session_statuses"] == ["RUNNING"] * 3
+    sessions = {s["id"]: s for s in emulator.control.state()["training_sessions"]}
+    assert {s["display_name"] for s in sessions.values()} == {"sweep-0", "sweep-1", "sweep-2"}
+    assert all(s["metadata"]["wandb"]["project"] == "grpo-sweep" for s in sessions.values())
+    assert all(s["metadata"]["wandb"]["group"] == "sweep" for s in sessions.values())
+    ids = first.exports["session_ids"]
+
+    stack.requests()
+    second = stack.up()
+    assert {op for op, _ in second.steps} == {"same"}
+    assert stack.requests() == []
+
+    renamed = stack.up(namePrefix="gsm8k-v2")
+    assert renamed.ops("sweep-gpu") == ["same"]
+    assert [renamed.ops(f"trial-{i}") for i in range(3)] == [["update"]] * 3
+    assert renamed.exports["session_ids"] == ids
+    patches = [path for method, path in writes(stack.requests()) if method == "PATCH"]
+    assert sorted(patches) == sorted(f"/v1/rl/training-sessions/{i}" for i in ids)
+    live = {s["id"]: s for s in emulator.control.state()["training_sessions"]}
+    assert [live[i]["display_name"] for i in ids] == ["gsm8k-v2-0", "gsm8k-v2-1", "gsm8k-v2-2"]
+    assert [live[i]["metadata"]["wandb"]["run_name"] for i in ids] == [
+        "gsm8k-v2-0",
+        "gsm8k-v2-1",
+        "gsm8k-v2-2",
+    ]
+
+    reranked = stack.up(loraRanks=[8, 64, 32])
+    assert reranked.ops("trial-1") == ["delete-replaced", "replace"]
+    assert reranked.ops("trial-0") == ["same"] and reranked.ops("trial-2") == ["same"]
+    assert reranked.ops("sweep-gpu") == ["same"]
+    new_ids = reranked.exports["session_ids"]
+    assert new_ids[0] == ids[0] and new_ids[2] == ids[2] and new_ids[1] != ids[1]
+    assert reranked.exports["lora_ranks"] == [8, 64, 32]
+    assert sorted(active(emulator)["training_sessions"]) == sorted(new_ids)
+
+    assert_refresh_changes_nothing(stack)
+
+    stack.engine.destroy()
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def _stack_config(stack: str) -> dict[str, Any]:
+    return yaml.safe_load((EXAMPLES / "gitops" / f"Pulumi.{stack}.yaml").read_text())["config"]
+
+
+@pytest.mark.parametrize("stack_name", ["dev", "prod"])
+def test_gitops_stack_configs_deploy_as_committed(provider_process, emulator, stack_name):
+    config = _stack_config(stack_name)
+    stack = Stack(EXAMPLES / "gitops", provider_process, emulator, config)
+    experiments = config["together-rl-gitops:experiments"]
+
+    run = stack.up()
+    assert run.exports["model_resource_status"] == "READY"
+    assert set(run.exports["sessions"]) == {e["name"] for e in experiments}
+    assert set(run.exports["session_statuses"].values()) == {"RUNNING"}
+    resource = emulator.control.state()["model_resources"][0]
+    assert resource["inactive_timeout"] == config["together-rl-gitops:inactiveTimeout"]
+    assert (
+        resource["compute_config"]["num_generator_replicas"] == config["together-rl-gitops:generatorReplicas"]
+    )
+
+    stack.requests()
+    assert {op for op, _ in stack.up().steps} == {"same"}
+    assert stack.requests() == []
+
+    stack.engine.destroy()
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def test_gitops_promoting_dev_config_to_prod_replaces_the_resource_and_its_sessions(
+    provider_process, emulator
+):
+    stack = Stack(EXAMPLES / "gitops", provider_process, emulator, _stack_config("dev"))
+    dev = stack.up().exports
+
+    prod = stack.up(**_stack_config("prod"))
+    assert prod.ops("team-gpu") == [
+        "delete-replaced",
+        "replace",
+    ]  # delete-before-replace: never two allocations
+    # Dropped from the config (and, running on the replaced resource, deleted before it).
+    assert prod.ops("gsm8k-r16") and all(op.startswith("delete") for op in prod.ops("gsm8k-r16"))
+    assert not any(urn.endswith("::gsm8k-r16") for urn in stack.engine.state)
+    assert prod.ops("gsm8k-r32") == ["create"] and prod.ops("math-r64") == ["create"]
+    assert prod.exports["model_resource_id"] != dev["model_resource_id"]
+    assert active(emulator)["model_resources"] == [prod.exports["model_resource_id"]]
+    assert sorted(active(emulator)["training_sessions"]) == sorted(prod.exports["sessions"].values())
+
+    stack.engine.destroy()
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def test_adopt_takes_over_existing_objects_and_only_references_the_shared_one(provider_process, emulator):
+    with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        outside = client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL))
+        shared = client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL))
+        client.get_model_resource(outside.id)  # the emulator moves on at the next request: READY
+        session = client.create_training_session(
+            TrainingSessionCreateRequest(model_resources_id=outside.id, display_name="made-by-hand")
+        )
+    stack = Stack(
+        EXAMPLES / "adopt",
+        provider_process,
+        emulator,
+        {
+            "resourceId": outside.id,
+            "sessionId": session.id,
+            "sharedResourceId": shared.id,
+            "sessionName": "adopted",
+        },
+    )
+    stack.requests()
+
+    run = stack.up()
+    assert run.exports["adopted_resource_id"] == outside.id
+    assert run.exports["adopted_session_id"] == session.id
+    assert run.exports["adopted_resource_status"] == "READY"
+    assert run.exports["adopted_session_status"] == "RUNNING"
+    assert run.exports["shared_resource_status"] == "READY"
+    assert run.exports["shared_resource_base_model"] == MODEL
+    sent = writes(stack.requests())
+    assert ("POST", "/v1/rl/model-resources") not in sent and ("POST", "/v1/rl/training-sessions") not in sent
+    assert sent == [("PATCH", f"/v1/rl/training-sessions/{session.id}")]  # the declared display name
+    live = next(s for s in emulator.control.state()["training_sessions"] if s["id"] == session.id)
+    assert live["display_name"] == "adopted"
+
+    again = stack.up()
+    assert again.ops("adopted-gpu") == ["same"] and again.ops("adopted-session") == ["same"]
+    assert writes(stack.requests()) == []
+
+    stack.engine.destroy()
+    # Adopted objects are managed now, so destroy stops them; the referenced one is left running.
+    assert active(emulator) == {"model_resources": [shared.id], "training_sessions": []}
+    with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        client.stop_model_resource(shared.id)
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
