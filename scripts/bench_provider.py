@@ -1,69 +1,73 @@
-"""How long 1 model resource + N training sessions take through the provider, next to 1 + 1.
+"""How long 1 model resource + N training sessions take through the provider server, next to 1 + 1.
 
-Not a test: prints numbers. The provider methods are driven the way the engine drives the dynamic-provider
-server: at most 4 RPCs at once (the server's 4 worker threads), the resource first, then the sessions (they
-depend on its id), then destroy in reverse order. The emulator runs with realistic-ish transition timings.
+Not a test: prints numbers and ratios (timings on a shared 2-core machine are noisy). The providers are served by
+the Pulumi SDK's own dynamic-provider server (`python -m pulumi.dynamic`, 4 worker threads) in a subprocess and
+driven over gRPC by the test suite's stand-in engine, the way `pulumi up` / `pulumi destroy` drive them: Check and
+Create of the resource, then Check and Create of every session at once (the engine runs independent steps in
+parallel; the server runs at most 4 RPCs at a time), then the sessions' Deletes at once, then the resource's.
+The emulator runs in this process with realistic-ish transition timings.
 
-    uv run python scripts/bench_provider.py                 # default poll interval (10 s, growing from 1 s)
+    uv run python scripts/bench_provider.py                    # the provider's default poll interval
     uv run python scripts/bench_provider.py --poll-interval 1
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from pulumi.dynamic import Config, ConfigureRequest
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the stand-in engine lives with the tests
 
-from pulumi_together_rl import config
-from pulumi_together_rl.emulator.control import EmulatorControl
-from pulumi_together_rl.emulator.server import EmulatorServer
-from pulumi_together_rl.resources import _base
-from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
-from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
+from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
+from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402
+from pulumi_together_rl.resources.model_resource import _ModelResourceProvider  # noqa: E402
+from pulumi_together_rl.resources.training_session import _TrainingSessionProvider  # noqa: E402
+from support.engine import ProviderProcess, StandInEngine, provider_blob  # noqa: E402
 
-WORKERS = 4  # pulumi.dynamic.__main__: ThreadPoolExecutor(max_workers=4)
+MR = "pulumi-python:dynamic/together:ModelResource"
+TS = "pulumi-python:dynamic/together:TrainingSession"
+SERVER_WORKERS = 4  # pulumi.dynamic.__main__: ThreadPoolExecutor(max_workers=4)
 API_KEY = "bench-key"
 
 
-def run(base_url: str, sessions: int) -> dict[str, float]:
+def run(engine: StandInEngine, sessions: int) -> dict[str, float]:
     """One up + destroy of 1 resource and ``sessions`` sessions; seconds per phase."""
-    raw = {"together:apiKey": API_KEY, "together:baseUrl": base_url}
-    resources, session_provider = _ModelResourceProvider(), _TrainingSessionProvider()
-    for provider in (resources, session_provider):
-        provider.configure(ConfigureRequest(Config(raw_config=raw, project_name="bench")))
+    mr_blob, ts_blob = provider_blob(_ModelResourceProvider()), provider_blob(_TrainingSessionProvider())
     times: dict[str, float] = {}
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+    # More engine-side threads than server workers: the server's limit is what is measured.
+    with ThreadPoolExecutor(max_workers=sessions + 1) as pool:
         start = time.perf_counter()
-        checked = resources.check({}, {"base_model": "Qwen/Qwen3.5-4B"})
-        resource = pool.submit(resources.create, checked.inputs).result()
+        news = {"__provider": mr_blob, "base_model": "Qwen/Qwen3.5-4B"}
+        checked = engine.check(MR, "gpu", {}, news)
+        gpu_id, gpu_outs = engine.create(MR, "gpu", checked.inputs)
         times["create resource"] = time.perf_counter() - start
 
-        def create_session(n: int):
-            news = {
-                "model_resources_id": resource.id,
+        def create_session(n: int) -> tuple[str, str, dict]:
+            name = f"run-{n}"
+            inputs = {
+                "__provider": ts_blob,
+                "model_resources_id": gpu_id,
                 "lora_config": {"rank": 16},
-                "display_name": f"run-{n}",
+                "display_name": name,
             }
-            result = session_provider.check({}, news)
+            result = engine.check(TS, name, {}, inputs)
             assert not result.failures, result.failures
-            return session_provider.create(result.inputs)
+            return (name, *engine.create(TS, name, result.inputs))
 
         mark = time.perf_counter()
         created = list(pool.map(create_session, range(sessions)))
         times["create sessions"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
-        list(pool.map(lambda s: session_provider.delete(s.id, s.outs), created))
+        list(pool.map(lambda s: engine.delete(TS, s[0], s[1], s[2]), created))
         times["delete sessions"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
-        pool.submit(resources.delete, resource.id, resource.outs).result()
+        engine.delete(MR, "gpu", gpu_id, gpu_outs)
         times["delete resource"] = time.perf_counter() - mark
         times["total"] = time.perf_counter() - start
     return times
@@ -82,8 +86,6 @@ def main() -> None:
     parser.add_argument("--session-stopping", type=float, default=1.0)
     args = parser.parse_args()
 
-    if args.poll_interval is not None:
-        os.environ["TOGETHER_RL_POLL_INTERVAL"] = str(args.poll_interval)
     timings = {
         "resource_pending": args.resource_pending,
         "resource_creating": args.resource_creating,
@@ -91,24 +93,31 @@ def main() -> None:
         "session_creating": args.session_creating,
         "session_stopping": args.session_stopping,
     }
-    # The default LoRA cap (5) would refuse sessions 6-8 on one resource; a sweep needs a bigger cap.
+    env = {"TOGETHER_API_KEY": None, "TOGETHER_BASE_URL": None, "TOGETHER_RL_POLL_INTERVAL": None}
+    # The default LoRA cap (5) would refuse sessions 6-8 on one resource; a sweep of 8 needs a bigger cap.
     with EmulatorServer(timings=timings, session_cap_lora=max(5, args.sessions)) as server:
         control = EmulatorControl(server.base_url)
+        config = {"together:apiKey": API_KEY, "together:baseUrl": server.base_url}
+        if args.poll_interval is not None:
+            config["together:pollInterval"] = str(args.poll_interval)
         results = {}
         for count in (1, args.sessions):
             control.reset()
-            config.reset()
-            _base.clear_caches()
-            with contextlib.redirect_stderr(io.StringIO()):  # progress lines: not what we measure
-                results[count] = run(server.base_url, count)
+            # A fresh server per run, as each `pulumi up` starts its own plugin process.
+            with ProviderProcess(env=env, project="bench") as process:
+                engine = StandInEngine(process, project="bench")
+                engine.configure(config, secret_keys=["together:apiKey"])
+                results[count] = run(engine, count)
         control.close()
 
-    poll = args.poll_interval if args.poll_interval is not None else config.current().poll_interval
-    print(f"timings {timings}, poll interval {poll:g} s, {WORKERS} worker threads")
+    poll = args.poll_interval if args.poll_interval is not None else "default (10 s cap)"
+    print(f"timings {timings}")
+    print(f"poll interval {poll}; provider server with {SERVER_WORKERS} worker threads")
     one, many = results[1], results[args.sessions]
     print(f"{'phase':<18}{'1 + 1':>10}{f'1 + {args.sessions}':>10}{'ratio':>8}")
     for phase in one:
-        print(f"{phase:<18}{one[phase]:>9.2f}s{many[phase]:>9.2f}s{many[phase] / one[phase]:>8.2f}")
+        ratio = f"{many[phase] / one[phase]:>8.2f}" if one[phase] > 0.005 else f"{'-':>8}"
+        print(f"{phase:<18}{one[phase]:>9.2f}s{many[phase]:>9.2f}s{ratio}")
     sys.stdout.flush()
 
 
