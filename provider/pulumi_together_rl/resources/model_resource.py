@@ -271,10 +271,12 @@ class _ModelResourceProvider(BaseProvider):
         log(f"{KIND} {created.id}: created ({created.status.short}); waiting for READY")
         try:
             ready = _wait_ready(client, created.id, inputs)
+            # Inside the try: nothing after the POST may leave the object running and unrecorded.
+            outputs = _to_outputs(inputs, ready)
         except BaseException as exc:
             # Without force: a resource this create just made has no sessions of ours to take down.
             abandon("creating", KIND, created.id, lambda: client.stop_model_resource(created.id), exc)
-        return CreateResult(created.id, _to_outputs(inputs, ready))
+        return CreateResult(created.id, outputs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         client = api_client("reading", KIND, id_)

@@ -269,9 +269,11 @@ class _TrainingSessionProvider(BaseProvider):
         log(f"{KIND} {created.id}: created ({created.status.short}); waiting for RUNNING")
         try:
             running = _wait_running(client, created.id, inputs)
+            # Inside the try: nothing after the POST may leave the object running and unrecorded.
+            outputs = _to_outputs(inputs, running)
         except BaseException as exc:
             abandon("creating", KIND, created.id, lambda: client.stop_training_session(created.id), exc)
-        return CreateResult(created.id, _to_outputs(inputs, running))
+        return CreateResult(created.id, outputs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         client = api_client("reading", KIND, id_)
