@@ -331,3 +331,20 @@ def test_raw_wire_encodes_int64_fields_as_strings(api: Api):
         for k in ("trainer_step", "target_weights_version", "applied_weights_version")
     )
     assert isinstance(raw["policy_state"]["pending_publish"], bool)
+
+
+def test_the_emulators_enums_match_the_sdks():
+    """fail-next codes and supported-models GPU types are checked against these tuples: keep them the SDK's."""
+    from typing import get_args
+
+    from together.types.post_training import ModelResourcesErrorCode, RlSupportedModel, SessionErrorCode
+    from together.types.post_training.rl_supported_model import ComputeConfig
+
+    from pulumi_together_rl.emulator.state import ERROR_CODES, SUPPORTED_MODEL_GPU_TYPES
+
+    assert set(ERROR_CODES["model_resource"]) == set(get_args(ModelResourcesErrorCode))
+    assert set(ERROR_CODES["training_session"]) == set(get_args(SessionErrorCode))
+    assert set(SUPPORTED_MODEL_GPU_TYPES) == set(
+        get_args(RlSupportedModel.model_fields["default_gpu_type"].annotation)
+    )
+    assert set(SUPPORTED_MODEL_GPU_TYPES) == set(get_args(ComputeConfig.model_fields["gpu_type"].annotation))

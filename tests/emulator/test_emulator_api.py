@@ -14,6 +14,7 @@ from emulator_helpers import (
     SMALL_MODEL,
     TRAINER_ONLY_MODEL,
 )
+from together.types.post_training import RlSupportedModels
 
 from pulumi_together_rl.emulator.control import EmulatorControlError
 
@@ -414,6 +415,54 @@ def test_supported_models_table_and_override(emulator, api):
     assert api.ok("GET", "/v1/rl/supported-models")["data"] == custom
     assert api.resource(base_model="acme/tiny")["compute_config"]["num_generator_replicas"] == 0
     assert api.error("POST", RESOURCES, 400, json={"base_model": SMALL_MODEL})["param"] == "base_model"
+
+
+def _tiny_model(**overrides):
+    model = {
+        "base_model": "acme/tiny",
+        "default_gpu_type": "B200-SXM",
+        "compute_configs": [
+            {
+                "gpu_type": "B200-SXM",
+                "trainer_config": {"lora": {"max_batch_size": 1, "max_rank": 8, "max_seq_length": 512}},
+            }
+        ],
+    }
+    model.update(overrides)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("model", "param"),
+    [
+        (_tiny_model(default_gpu_type="H100-80GB"), "supported_models[0].default_gpu_type"),
+        (_tiny_model(default_gpu_type=None), "supported_models[0].default_gpu_type"),
+        (
+            _tiny_model(compute_configs=[{"gpu_type": "B200-SXM"}, {"gpu_type": "H100-80GB"}]),
+            "supported_models[0].compute_configs[1].gpu_type",
+        ),
+        (_tiny_model(compute_configs=[{}]), "supported_models[0].compute_configs[0].gpu_type"),
+        (_tiny_model(compute_configs={"gpu_type": "B200-SXM"}), "supported_models[0].compute_configs"),
+    ],
+)
+def test_custom_supported_models_are_held_to_the_gpu_types_the_sdk_reads(emulator, api, model, param):
+    """RlSupportedModel types both gpu_type fields as Literal["B200-SXM"]: H100-80GB would break the SDK."""
+    before = api.ok("GET", "/v1/rl/supported-models")
+    with pytest.raises(EmulatorControlError) as err:
+        emulator.control.configure(supported_models=[model])
+    assert err.value.status == 400
+    assert err.value.param == param
+    assert api.ok("GET", "/v1/rl/supported-models") == before  # nothing changed
+
+
+def test_an_accepted_custom_supported_models_table_is_readable_by_the_sdk(emulator, api):
+    bare = _tiny_model(base_model="acme/bare")
+    del bare["compute_configs"]  # optional in RlSupportedModel
+    custom = [_tiny_model(), bare]
+    emulator.control.configure(supported_models={"data": custom})
+    body = api.ok("GET", "/v1/rl/supported-models")
+    parsed = RlSupportedModels.model_validate(body)
+    assert [m.base_model for m in parsed.data] == ["acme/tiny", "acme/bare"]
 
 
 def test_settings_reject_unknown_keys_and_bad_values(emulator):

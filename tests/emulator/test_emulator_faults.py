@@ -176,6 +176,15 @@ def test_act_then_fail_on_stop_changes_state(emulator, api):
     ("rule", "param"),
     [
         ({"status": 99}, "status"),
+        # Only error statuses: a 1xx makes h11 refuse the answer (the client would see a dropped connection),
+        # a 204/304 cannot carry the envelope, and a 2xx/3xx "fault" would pose as a success or a redirect.
+        ({"status": 100}, "status"),
+        ({"status": 200}, "status"),
+        ({"status": 204}, "status"),
+        ({"status": 302}, "status"),
+        ({"status": 399}, "status"),
+        ({"status": 600}, "status"),
+        ({"status": "503"}, "status"),
         ({"times": 0}, "times"),
         ({"probability": 1.5}, "probability"),
         ({"path": "("}, "path"),
@@ -210,3 +219,10 @@ def test_request_log_can_be_cleared(emulator, api):
     api.ok("GET", RESOURCES)
     emulator.control.clear_requests()
     assert emulator.control.requests() == []
+
+
+@pytest.mark.parametrize("status", [400, 404, 499, 500, 599])
+def test_fault_status_bounds_400_and_599_are_accepted_and_answer_the_envelope(emulator, api, status):
+    emulator.control.add_fault(path="supported-models", status=status)
+    err = api.error("GET", "/v1/rl/supported-models", status)
+    assert err["code"] == "emulator_fault"

@@ -22,8 +22,10 @@ from emulator_helpers import (
     SESSIONS,
     ts,
 )
+from together.types.post_training import ModelResources, Session
 
 from pulumi_together_rl.emulator.control import EmulatorControlError
+from pulumi_together_rl.emulator.state import ERROR_CODES
 
 
 def test_resource_moves_pending_creating_ready_as_the_clock_advances(emulator, api):
@@ -177,19 +179,64 @@ def test_fail_next_session_lands_in_error_instead_of_running(emulator, api):
 
 
 def test_fail_next_rejects_unknown_ids_kinds_and_finished_objects(emulator, api):
+    code = "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED"
     with pytest.raises(EmulatorControlError) as unknown:
-        emulator.control.fail_next("model_resource", "X", id="nope")
+        emulator.control.fail_next("model_resource", code, id="nope")
     assert unknown.value.status == 404
     with pytest.raises(EmulatorControlError) as bad_kind:
-        emulator.control.fail_next("gpu", "X")
+        emulator.control.fail_next("gpu", code)
     assert bad_kind.value.status == 400
     assert bad_kind.value.param == "kind"
     rid = api.ready_resource()["id"]
     api.ok("POST", f"{RESOURCES}/{rid}/stop")
     assert api.get_resource(rid)["status"] == R_STOPPED
     with pytest.raises(EmulatorControlError) as finished:
-        emulator.control.fail_next("model_resource", "X", id=rid)
+        emulator.control.fail_next("model_resource", code, id=rid)
     assert finished.value.status == 409
+
+
+@pytest.mark.parametrize(
+    ("kind", "code"),
+    [
+        ("model_resource", "TRAINING_SESSION_ERROR_CODE_TIMED_OUT"),  # the other kind's code
+        ("training_session", "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED"),
+        ("model_resource", "MODEL_RESOURCES_ERROR_CODE_UNSPECIFIED"),  # not in the SDK's enum
+        ("model_resource", "model_resources_error_code_provisioning_failed"),
+        ("training_session", "X"),
+        ("training_session", ""),
+    ],
+)
+def test_fail_next_refuses_a_code_outside_that_kinds_enum(emulator, api, kind, code):
+    rid = api.ready_resource()["id"]
+    target = rid if kind == "model_resource" else api.session(rid)["id"]
+    with pytest.raises(EmulatorControlError) as err:
+        emulator.control.fail_next(kind, code, id=target)
+    assert err.value.status == 400
+    assert err.value.param == "code"
+    with pytest.raises(EmulatorControlError) as untargeted:
+        emulator.control.fail_next(kind, code)
+    assert untargeted.value.param == "code"
+    # Nothing was armed or applied: the objects carry on untouched.
+    assert api.get_resource(rid)["status"] == R_READY
+    assert "error" not in api.get_resource(rid)
+    assert api.get_session(api.session(rid)["id"])["status"] == S_RUNNING
+
+
+@pytest.mark.parametrize(
+    ("kind", "code"),
+    [("model_resource", c) for c in ERROR_CODES["model_resource"]]
+    + [("training_session", c) for c in ERROR_CODES["training_session"]],
+)
+def test_every_code_fail_next_accepts_is_readable_by_the_sdk(emulator, api, kind, code):
+    rid = api.ready_resource()["id"]
+    sid = api.session(rid)["id"]
+    emulator.control.fail_next(kind, code, id=rid if kind == "model_resource" else sid)
+    resource = ModelResources.model_validate(api.get_resource(rid))
+    session = Session.model_validate(api.get_session(sid))
+    failed = resource if kind == "model_resource" else session
+    assert failed.error is not None
+    assert failed.error.code == code
+    assert failed.error.message
 
 
 def test_ready_resource_past_expires_at_stops_and_its_sessions_expire(emulator, api):
@@ -281,3 +328,102 @@ def test_reset_forgets_objects_and_restores_settings_and_clock(emulator, api):
     assert settings["timings"]["resource_pending"] == 0.0
     offset = emulator.control._call("GET", "/clock")["offset"]
     assert offset == 0.0
+
+
+# ----------------------------------------------------------------------------- forced stop ordering
+
+
+def _forced_stop_with_sessions(emulator, api, *, resource_stopping, session_stopping, sessions=2):
+    emulator.control.configure(
+        timings={"resource_stopping": resource_stopping, "session_stopping": session_stopping}
+    )
+    rid = api.ready_resource()["id"]
+    sids = [api.session(rid)["id"] for _ in range(sessions)]
+    assert all(api.get_session(sid)["status"] == S_RUNNING for sid in sids)
+    stopped_at = ts(api.ok("POST", f"{RESOURCES}/{rid}/stop", params={"force": "true"})["updated_at"])
+    return rid, sids, stopped_at
+
+
+def test_forced_stop_keeps_the_resource_stopping_until_its_sessions_are_stopped(emulator, api):
+    """session_stopping > resource_stopping: the resource must not be STOPPED while a session still stops."""
+    rid, sids, stopped_at = _forced_stop_with_sessions(
+        emulator, api, resource_stopping=1, session_stopping=30
+    )
+
+    emulator.control.advance(5)  # past the resource's own 1 s, well before the sessions' 30 s
+    assert api.get_resource(rid)["status"] == R_STOPPING
+    assert [api.get_session(sid)["status"] for sid in sids] == [S_STOPPING, S_STOPPING]
+
+    emulator.control.advance(20)  # 25 s in: still not
+    assert api.get_resource(rid)["status"] == R_STOPPING
+    assert emulator.control.state()["model_resources"][0]["status"] == R_STOPPING
+
+    emulator.control.advance(10)  # 35 s in
+    resource = api.get_resource(rid)
+    assert resource["status"] == R_STOPPED
+    sessions = [api.get_session(sid) for sid in sids]
+    assert [s["status"] for s in sessions] == [S_STOPPED, S_STOPPED]
+    # The resource stopped the instant its last session did, not when it was first observed.
+    assert ts(resource["updated_at"]) == stopped_at + timedelta(seconds=30)
+    assert all(ts(s["updated_at"]) == stopped_at + timedelta(seconds=30) for s in sessions)
+
+
+def test_a_resource_never_reads_stopped_with_a_session_still_stopping(emulator, api):
+    """Observed at every second of the stop, through the list endpoints and the control API's snapshot."""
+    rid, sids, _ = _forced_stop_with_sessions(emulator, api, resource_stopping=2, session_stopping=7)
+    seen = []
+    for _ in range(10):
+        emulator.control.advance(1)
+        resource = api.ok("GET", RESOURCES)["data"][0]
+        listed = api.ok("GET", SESSIONS, params={"model_resources_id": rid})["data"]
+        assert sorted(s["id"] for s in listed) == sorted(sids)
+        if resource["status"] == R_STOPPED:
+            assert all(s["status"] == S_STOPPED for s in listed), listed
+        snapshot = emulator.control.state()
+        if snapshot["model_resources"][0]["status"] == R_STOPPED:
+            assert all(s["status"] == S_STOPPED for s in snapshot["training_sessions"])
+        seen.append(resource["status"])
+    assert seen == [R_STOPPING] * 6 + [R_STOPPED] * 4
+
+
+def test_forced_stop_with_a_session_already_stopping_waits_for_it_too(emulator, api):
+    emulator.control.configure(timings={"resource_stopping": 1, "session_stopping": 30})
+    rid = api.ready_resource()["id"]
+    early = api.session(rid)["id"]
+    late = api.session(rid)["id"]
+    early_stop = ts(api.ok("POST", f"{SESSIONS}/{early}/stop")["updated_at"])
+    emulator.control.advance(10)
+    api.ok("POST", f"{RESOURCES}/{rid}/stop", params={"force": "true"})
+    emulator.control.advance(25)  # the early session is STOPPED (30 s), the late one still STOPPING
+    assert api.get_session(early)["status"] == S_STOPPED
+    assert ts(api.get_session(early)["updated_at"]) == early_stop + timedelta(seconds=30)
+    assert api.get_session(late)["status"] == S_STOPPING
+    assert api.get_resource(rid)["status"] == R_STOPPING
+    emulator.control.advance(10)
+    assert api.get_session(late)["status"] == S_STOPPED
+    assert api.get_resource(rid)["status"] == R_STOPPED
+
+
+def test_forced_stop_with_a_slower_resource_stop_keeps_its_own_timing(emulator, api):
+    rid, sids, stopped_at = _forced_stop_with_sessions(
+        emulator, api, resource_stopping=20, session_stopping=5
+    )
+    emulator.control.advance(10)
+    assert [api.get_session(sid)["status"] for sid in sids] == [S_STOPPED, S_STOPPED]
+    assert api.get_resource(rid)["status"] == R_STOPPING
+    emulator.control.advance(15)
+    resource = api.get_resource(rid)
+    assert resource["status"] == R_STOPPED
+    assert ts(resource["updated_at"]) == stopped_at + timedelta(seconds=20)
+
+
+def test_forced_stop_with_equal_timings_stops_sessions_first_and_keeps_armed_failures(emulator, api):
+    rid, sids, stopped_at = _forced_stop_with_sessions(emulator, api, resource_stopping=5, session_stopping=5)
+    emulator.control.fail_next("training_session", "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED", id=sids[1])
+    emulator.control.advance(6)
+    assert api.get_resource(rid)["status"] == R_STOPPED
+    first, second = (api.get_session(sid) for sid in sids)
+    assert first["status"] == S_STOPPED
+    assert second["status"] == S_ERROR  # the failure armed on the stopping session still fired
+    assert second["error"]["code"] == "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED"
+    assert ts(first["updated_at"]) == ts(second["updated_at"]) == stopped_at + timedelta(seconds=5)

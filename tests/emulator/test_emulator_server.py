@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import socket
@@ -54,6 +55,25 @@ def test_server_binds_an_ephemeral_port_and_stops_cleanly():
         port = server.port
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/_emulator/settings", timeout=2)
+
+
+def test_base_url_and_port_survive_stop_and_raise_clearly_before_start():
+    server = EmulatorServer()
+    for attr in ("base_url", "port"):
+        with pytest.raises(RuntimeError, match="never started"):
+            getattr(server, attr)
+    assert repr(server) == "EmulatorServer(stopped)"
+    with server:
+        url, port = server.base_url, server.port
+        assert repr(server) == f"EmulatorServer({url})"
+    # After stop: the address it had (no OSError from a closed socket), and nothing listens there any more.
+    assert server.base_url == url
+    assert server.port == port
+    assert repr(server) == "EmulatorServer(stopped)"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/_emulator/settings", timeout=2)
+    server.stop()  # a second stop is harmless
+    assert server.base_url == url
 
 
 def test_server_refuses_invalid_start_settings():
@@ -202,6 +222,118 @@ def test_cli_prints_the_base_url_first_serves_and_exits_cleanly_on_sigterm():
             proc.wait()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+_SIGTERM_AT_FIRST_LINE = """
+import os, signal, sys
+from pulumi_together_rl.emulator import __main__ as cli
+
+def print_then_sigterm(*args, **kwargs):
+    print(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)  # the supervisor's SIGTERM, at the worst possible instant
+
+cli.print = print_then_sigterm  # module global: shadows the builtin inside main()
+sys.exit(cli.main(["--port", "0"]))
+"""
+
+
+def test_cli_sigterm_the_instant_the_url_is_printed_exits_cleanly():
+    """Deterministic: the signal lands right after the URL is written, before the server runs."""
+    result = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_AT_FIRST_LINE], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, (result.returncode, result.stderr[-500:])
+    assert result.stdout.startswith("http://127.0.0.1:")
+
+
+def test_cli_supervisor_reading_the_first_line_then_sending_sigterm_always_sees_exit_0():
+    """The real pattern, 10 times (in parallel threads, each signalling the moment its line arrives)."""
+
+    def launch_and_terminate() -> int:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pulumi_together_rl.emulator", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith(b"http://127.0.0.1:")
+            proc.send_signal(signal.SIGTERM)
+            return proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=10) as pool:
+        codes = list(pool.map(lambda _: launch_and_terminate(), range(10)))
+    assert codes == [0] * 10
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "70000"], "argument --port: 70000 is out of range (must be between 0 and 65535)"),
+        (["--port", "-1"], "argument --port: -1 is out of range"),
+        (["--port", "http"], "argument --port: 'http' is not an integer"),
+        (["--conflict-status", "200"], "argument --conflict-status: 200 is out of range"),
+        (["--conflict-status", "600"], "argument --conflict-status: 600 is out of range"),
+        (["--session-cap-lora", "-1"], "argument --session-cap-lora: -1 is out of range (must be >= 0)"),
+        (["--session-cap-full", "-2"], "argument --session-cap-full: -2 is out of range"),
+        (["--queue-position", "0"], "argument --queue-position: 0 is out of range (must be >= 1)"),
+        (
+            ["--timings", "resource_pending=-1"],
+            "resource_pending: '-1' must be a finite number of seconds >= 0",
+        ),
+        (["--timings", "all=nan"], "all: 'nan' must be a finite number of seconds >= 0"),
+        (["--timings", "session_stopping=inf"], "must be a finite number of seconds >= 0"),
+    ],
+)
+def test_cli_out_of_range_numbers_are_usage_errors(args, message):
+    result = subprocess.run(
+        [sys.executable, "-m", "pulumi_together_rl.emulator", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2, result.stderr[-500:]
+    assert result.stderr.startswith("usage:")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_cli_accepts_the_bounds_of_its_numeric_options():
+    from pulumi_together_rl.emulator.__main__ import build_parser, settings_from_args
+
+    args = build_parser().parse_args(
+        [
+            "--port",
+            "65535",
+            "--conflict-status",
+            "599",
+            "--session-cap-lora",
+            "0",
+            "--session-cap-full",
+            "0",
+            "--queue-position",
+            "1",
+            "--timings",
+            "all=0",
+        ]
+    )
+    assert args.port == 65535
+    settings = settings_from_args(args)
+    assert settings["conflict_status"] == 599
+    assert (settings["session_cap_lora"], settings["session_cap_full"], settings["queue_position"]) == (
+        0,
+        0,
+        1,
+    )
+    EmulatorApp(**settings)  # and the settings validation agrees
+    assert build_parser().parse_args(["--port", "0", "--conflict-status", "400"]).conflict_status == 400
 
 
 def test_cli_help_documents_every_option():

@@ -80,6 +80,9 @@ Lifecycle
   * Stop of a resource in PENDING/CREATING/READY -> STOPPING. Sessions in CREATING/RUNNING/STOPPING block it
     unless ``force=true``; forced, the CREATING/RUNNING ones go to STOPPING (then STOPPED on their own
     timing). Stop of a STOPPING/STOPPED/ERROR resource, or of a STOPPING/terminal session: 200, unchanged.
+  * A STOPPING resource never reaches STOPPED while one of its sessions is still STOPPING: it becomes STOPPED
+    at the later of its own ``resource_stopping`` and the end of its sessions' ``session_stopping`` (at a tie,
+    the sessions are STOPPED first), so "resource STOPPED" always means "nothing of it is still billed".
   * ``force`` accepts true/false/1/0/t/f (case-insensitive); anything else is a 400.
   * The session cap counts CREATING, RUNNING and STOPPING sessions (a STOPPING session still holds its
     LoRA slot). Caps come from the settings (5 LoRA / 1 full), the same for every model.
@@ -87,7 +90,11 @@ Lifecycle
     ``{"wandb": null}`` changes nothing. There is no way to drop ``wandb`` other than clearing every key.
   * ``resume_from_checkpoint_id`` is echoed without checking (no checkpoints are emulated);
     ``load_optimizer`` is accepted and not echoed (the response has no such field).
-  * ``fail-next``: without ``id`` it fires at the next provisioning transition (PENDING -> CREATING,
+  * ``fail-next``: ``code`` must be one of that kind's error codes (``model_resource``:
+    ``MODEL_RESOURCES_ERROR_CODE_{CAPACITY_WAIT_TIMEOUT, PROVISIONING_FAILED, RESOURCE_UNAVAILABLE}``;
+    ``training_session``: ``TRAINING_SESSION_ERROR_CODE_{RESOURCE_UNAVAILABLE, RESOURCE_AT_CAPACITY, TIMED_OUT,
+    SESSION_FAILED}``), else a 400 with ``param`` = ``code``: the SDK cannot parse any other ``error.code``.
+    Without ``id`` it fires at the next provisioning transition (PENDING -> CREATING,
     CREATING -> READY, session CREATING -> RUNNING) of any object of that kind, including objects created
     later; with ``id`` it fires at that object's next transition, at once if it is READY/RUNNING, and is a
     conflict if the object is already terminal. Armed failures fire in the order they were armed.
@@ -101,6 +108,9 @@ Create defaults and validation
   * ``optimizer_config`` omitted -> ``{"adam": {}}``; both or neither of adam/muon, or another key, is a 400.
   * ``base_weights_ref`` without ``@rv_`` is pinned to ``@rv_<20 hex chars of sha256(ref)>`` (stable per ref).
   * LoRA defaults: rank 32, alpha 64, dropout 0.0, train_unembed true; ``seed`` only when given.
+  * A custom ``supported_models`` setting is held to ``B200-SXM`` too (``default_gpu_type`` and every
+    ``compute_configs[].gpu_type``): the SDK's RlSupportedModel accepts no other GPU type, so a table naming
+    ``H100-80GB`` would make ``GET /v1/rl/supported-models`` unreadable (400, ``param`` names the field).
   * Built-in models (all ``B200-SXM``, the only GPU type the SDK's supported-models model allows):
     ``Qwen/Qwen3.5-4B`` (LoRA max_rank 64 + full + generator), ``Qwen/Qwen3.5-35B-A3B`` (LoRA only,
     max_rank 32, generator), ``Qwen/Qwen3-0.6B`` (LoRA + full, trainer only: no ``generator_config``).
@@ -116,8 +126,9 @@ Lists
     ``model_resources_id`` filter naming no resource yields an empty page.
 
 Faults and the request log
-  * Faults apply only to ``/v1`` paths; the first rule that fires handles the request; ``status: null`` with
-    no drop means latency only. Extra rule fields beyond the brief: ``retry_after_ms`` (header
+  * Faults apply only to ``/v1`` paths; the first rule that fires handles the request; ``status`` is an error
+    status (400-599: the answer is the error envelope, which a 1xx/2xx/3xx cannot carry) or ``null``, which
+    with no drop means latency only. Extra rule fields beyond the brief: ``retry_after_ms`` (header
     ``retry-after-ms``) and ``message``. ``Retry-After`` is written as an integer when whole.
   * Request log entries: ``method, path, query, status`` (null when the connection was dropped), ``fault``
     (rule id or null), ``handled`` (the real handler ran), ``handler_status`` (act-then-fail only), ``at``

@@ -1,7 +1,9 @@
 """``python -m pulumi_together_rl.emulator``: serve the Together RL API emulator over HTTP.
 
 The first line on stdout is the base URL (e.g. ``http://127.0.0.1:43117``); point ``TOGETHER_BASE_URL`` at it.
-Logs go to stderr. SIGINT / SIGTERM shut the server down cleanly (exit status 0).
+Logs go to stderr. SIGINT / SIGTERM shut the server down cleanly (exit status 0), including one sent the moment
+the first line is read: the handlers are installed before the URL is printed. Out-of-range options are usage
+errors (exit status 2), a port that cannot be bound exits 1.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import contextlib
 import copy
 import json
+import math
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -25,6 +28,23 @@ _TIMINGS_HELP = (
 )
 
 
+def _int_in(low: int, high: int | None = None) -> Any:
+    """An argparse ``type``: an integer in ``[low, high]`` (no upper bound when ``high`` is None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low or (high is not None and value > high):
+            wanted = f"between {low} and {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"{value} is out of range (must be {wanted})")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its "invalid <type> value" fallback message
+    return parse
+
+
 def _parse_timings(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -36,6 +56,10 @@ def _parse_timings(text: str) -> dict[str, float]:
             seconds = float(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{key}: {value!r} is not a number of seconds") from None
+        if not math.isfinite(seconds) or seconds < 0:
+            raise argparse.ArgumentTypeError(
+                f"{key}: {value.strip()!r} must be a finite number of seconds >= 0"
+            )
         if key == "all":
             out.update(dict.fromkeys(TIMING_KEYS, seconds))
         elif key in TIMING_KEYS:
@@ -64,7 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on")
-    p.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (printed on stdout)")
+    p.add_argument(
+        "--port",
+        type=_int_in(0, 65535),
+        default=0,
+        help="TCP port (0-65535); 0 picks a free one (printed on stdout)",
+    )
     p.add_argument(
         "--api-key",
         default=None,
@@ -76,28 +105,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--conflict-status",
-        type=int,
+        type=_int_in(400, 599),
         default=DEFAULT_SETTINGS["conflict_status"],
-        help="HTTP status of state conflicts (stop with attached sessions, extend-expiry or session create "
-        "on a resource that is not READY)",
+        help="HTTP status (400-599) of state conflicts (stop with attached sessions, extend-expiry or session "
+        "create on a resource that is not READY)",
     )
     p.add_argument(
         "--session-cap-lora",
-        type=int,
+        type=_int_in(0),
         default=DEFAULT_SETTINGS["session_cap_lora"],
-        help="concurrent sessions per LoRA resource; one more answers 429 with Retry-After",
+        help="concurrent sessions per LoRA resource (>= 0); one more answers 429 with Retry-After",
     )
     p.add_argument(
         "--session-cap-full",
-        type=int,
+        type=_int_in(0),
         default=DEFAULT_SETTINGS["session_cap_full"],
-        help="concurrent sessions per full-weight resource",
+        help="concurrent sessions per full-weight resource (>= 0)",
     )
     p.add_argument(
         "--queue-position",
-        type=int,
+        type=_int_in(1),
         default=None,
-        help="status_details.queue_position reported while PENDING (default: computed from the queue)",
+        help="status_details.queue_position (>= 1) reported while PENDING (default: computed from the queue)",
     )
     p.add_argument(
         "--supported-models",
@@ -185,10 +214,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return None
 
     server = _Server(uvicorn_config(app, log_level=args.log_level, log_config=_log_config()))
-    print(base_url_of(sock), flush=True)
-    with _stop_on_signals(server):
-        server.run(sockets=[sock])
-    sock.close()
+    # The handlers go in *before* the URL is printed: a supervisor may read the first line and send SIGTERM at
+    # once. Such an early signal only sets should_exit, which uvicorn checks right after startup: clean exit 0.
+    try:
+        with _stop_on_signals(server):
+            print(base_url_of(sock), flush=True)
+            server.run(sockets=[sock])
+    finally:
+        sock.close()
     return 0
 
 

@@ -10,6 +10,8 @@ method and by a regular expression searched in the URL path. When a matching rul
 3. otherwise ``drop_connection`` drops the connection before anything is done, and ``status`` answers the
    error envelope without acting; a rule with ``status: null`` and no drop only adds latency.
 
+``status`` is an error status (400-599) or null: the answer is always the error envelope.
+
 Only the first rule that fires applies to a request. Rules are evaluated in the order they were added.
 The request body is read in full before any of this, so a request whose client gives up during an injected
 latency (a client read timeout) is still acted on: exactly the ambiguity a real timeout has.
@@ -146,8 +148,14 @@ class FaultRule:
                 raise InvalidRequest(
                     f"path is not a valid regular expression: {exc}.", param="path"
                 ) from None
-        if self.status is not None and (not is_int(self.status) or not 100 <= self.status <= 599):
-            raise InvalidRequest("status must be an HTTP status (100-599) or null.", param="status")
+        # Only error statuses: the fault answers the error envelope, which a 1xx cannot carry (h11 refuses to
+        # send it: the client would see a dropped connection), nor a 204/304 (no body allowed), and a 2xx/3xx
+        # "fault" would hand the client an envelope where it expects an object.
+        if self.status is not None and (not is_int(self.status) or not 400 <= self.status <= 599):
+            raise InvalidRequest(
+                "status must be an HTTP error status (400-599), or null for latency only / drop_connection.",
+                param="status",
+            )
         if self.times is not None and (not is_int(self.times) or self.times < 1):
             raise InvalidRequest("times must be an integer >= 1, or null for every time.", param="times")
         if self.probability is not None and (not is_num(self.probability) or not 0 <= self.probability <= 1):

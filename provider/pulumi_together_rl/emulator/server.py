@@ -53,6 +53,9 @@ class EmulatorServer:
     """The emulator on ``http://host:port`` in a daemon thread; a context manager.
 
     ``settings`` are the start settings (keys of ``/_emulator/settings``) that ``reset`` restores.
+    ``base_url`` and ``port`` raise :class:`RuntimeError` before the first :meth:`start`; after :meth:`stop`
+    they keep answering the address the server had (a test may still want to name it, e.g. to check that
+    nothing listens there any more). A new :meth:`start` binds again (a fresh ephemeral port for port 0).
     """
 
     def __init__(
@@ -63,21 +66,22 @@ class EmulatorServer:
         self._requested_port = port
         self._log_level = log_level
         self._sock: socket.socket | None = None
+        self._address: tuple[str, int] | None = None  # (base URL, port) of the last start; kept after stop
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
-        if self._sock is None:
-            raise RuntimeError("the emulator server is not started")
-        return int(self._sock.getsockname()[1])
+        if self._address is None:
+            raise RuntimeError("the emulator server was never started")
+        return self._address[1]
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>``: no trailing slash, no ``/v1``."""
-        if self._sock is None:
-            raise RuntimeError("the emulator server is not started")
-        return base_url_of(self._sock)
+        if self._address is None:
+            raise RuntimeError("the emulator server was never started")
+        return self._address[0]
 
     @property
     def state(self) -> Any:
@@ -93,6 +97,7 @@ class EmulatorServer:
         if self._thread is not None:
             return self
         self._sock = bind_socket(self.host, self._requested_port)
+        self._address = (base_url_of(self._sock), int(self._sock.getsockname()[1]))
         self._server = uvicorn.Server(uvicorn_config(self.app, log_level=self._log_level))
         self._thread = threading.Thread(
             target=self._server.run,
@@ -121,6 +126,7 @@ class EmulatorServer:
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
+        self._sock = None
         self._thread = None
         self._server = None
 
@@ -131,5 +137,5 @@ class EmulatorServer:
         self.stop()
 
     def __repr__(self) -> str:
-        where = self.base_url if self._sock is not None and self._thread is not None else "stopped"
+        where = self.base_url if self._thread is not None else "stopped"
         return f"EmulatorServer({where})"

@@ -53,8 +53,12 @@ RESOURCE_TERMINAL = frozenset({R_STOPPED, R_ERROR})
 RESOURCE_KIND = "model_resource"
 SESSION_KIND = "training_session"
 
-GPU_TYPES = ("H100-80GB", "B200-SXM")
+GPU_TYPES = ("H100-80GB", "B200-SXM")  # what a ModelResources object may report
 CREATE_GPU_TYPES = ("B200-SXM",)  # the only GPU type the API accepts on create today
+#: The only GPU type the SDK's RlSupportedModel accepts (``default_gpu_type`` and ``compute_configs[].gpu_type``
+#: are ``Literal["B200-SXM"]`` in together 3.1.1), so a custom supported-models table is held to it: a table
+#: naming H100-80GB would make ``GET /v1/rl/supported-models`` unreadable by the SDK.
+SUPPORTED_MODEL_GPU_TYPES = ("B200-SXM",)
 MUON_STRATEGIES = (
     "MUON_SCALING_STRATEGY_UNSPECIFIED",
     "MUON_SCALING_STRATEGY_MATCH_ADAM",
@@ -149,6 +153,22 @@ MODEL_GPUS = {
     "Qwen/Qwen3.5-4B": {"trainer_lora": 1, "trainer_full": 2, "generator": 1},
     "Qwen/Qwen3.5-35B-A3B": {"trainer_lora": 4, "trainer_full": 8, "generator": 2},
     "Qwen/Qwen3-0.6B": {"trainer_lora": 1, "trainer_full": 1, "generator": 1},
+}
+
+#: The error codes each kind's ``error.code`` may carry (the SDK's ModelResourcesErrorCode / SessionErrorCode
+#: enums): ``fail-next`` refuses any other code, which the SDK could not parse.
+ERROR_CODES = {
+    "model_resource": (
+        "MODEL_RESOURCES_ERROR_CODE_CAPACITY_WAIT_TIMEOUT",
+        "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED",
+        "MODEL_RESOURCES_ERROR_CODE_RESOURCE_UNAVAILABLE",
+    ),
+    "training_session": (
+        "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE",
+        "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY",
+        "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
+        "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED",
+    ),
 }
 
 DEFAULT_ERROR_MESSAGES = {
@@ -391,8 +411,10 @@ class EmulatorState:
         """
         if kind not in (RESOURCE_KIND, SESSION_KIND):
             raise InvalidRequest(f"kind must be {RESOURCE_KIND!r} or {SESSION_KIND!r}.", param="kind")
-        if not isinstance(code, str) or not code:
-            raise InvalidRequest("code must be a non-empty string.", param="code")
+        if code not in ERROR_CODES[kind]:
+            raise InvalidRequest(
+                f"code must be one of the {kind} error codes: {', '.join(ERROR_CODES[kind])}.", param="code"
+            )
         if message is not None and not isinstance(message, str):
             raise InvalidRequest("message must be a string.", param="message")
         with self._lock:
@@ -402,7 +424,7 @@ class EmulatorState:
                 id=f"fail_{uuid.uuid4().hex[:12]}",
                 kind=kind,
                 code=code,
-                message=message or DEFAULT_ERROR_MESSAGES.get(code, f"Injected failure: {code}."),
+                message=message or DEFAULT_ERROR_MESSAGES[code],
                 target=target,
             )
             if target is not None:
@@ -801,7 +823,11 @@ class EmulatorState:
             if obj.status == R_READY:
                 return obj.expires_at
             if obj.status == R_STOPPING:
-                return obj.entered_at + timedelta(seconds=t["resource_stopping"])
+                # A forced stop leaves its sessions STOPPING: the resource is not STOPPED before they are.
+                due = obj.entered_at + timedelta(seconds=t["resource_stopping"])
+                for s in self._stopping_sessions(obj):
+                    due = max(due, s.entered_at + timedelta(seconds=t["session_stopping"]))
+                return due
             return None
         if obj.status == S_CREATING:
             return obj.entered_at + timedelta(seconds=t["session_creating"])
@@ -825,11 +851,22 @@ class EmulatorState:
                 self._end_sessions(obj, at, S_EXPIRED)
                 self._set_resource(obj, R_STOPPING, at)
             elif obj.status == R_STOPPING:
+                # Its STOPPING sessions are due at or before `at` (see _due); on a tie they go first, through
+                # _transition so that a failure armed for one of them still fires.
+                for s in self._stopping_sessions(obj):
+                    self._transition(s, at)
                 self._set_resource(obj, R_STOPPED, at)
         elif obj.status == S_CREATING:
             self._set_session(obj, S_RUNNING, at)
         elif obj.status == S_STOPPING:
             self._set_session(obj, S_STOPPED, at)
+
+    def _stopping_sessions(self, res: ModelResourceRecord) -> list[TrainingSessionRecord]:
+        return [
+            s
+            for s in _oldest_first(self._sessions.values())
+            if s.model_resources_id == res.id and s.status == S_STOPPING
+        ]
 
     def _take_failure(
         self, obj: ModelResourceRecord | TrainingSessionRecord, provisioning: bool
@@ -1108,13 +1145,20 @@ def _check_supported_models(value: Any) -> list[dict[str, Any]]:
             or not model["base_model"]
         ):
             raise InvalidRequest(f"{where} must be an object with a base_model.", param=where)
-        if model.get("default_gpu_type") not in GPU_TYPES:
-            raise InvalidRequest(f"{where}.default_gpu_type must be one of {GPU_TYPES}.", param=where)
-        configs = model.get("compute_configs", [])
-        if not isinstance(configs, list) or not all(
-            isinstance(c, dict) and c.get("gpu_type") in GPU_TYPES for c in configs
-        ):
+        gpus = ", ".join(SUPPORTED_MODEL_GPU_TYPES)
+        if model.get("default_gpu_type") not in SUPPORTED_MODEL_GPU_TYPES:
             raise InvalidRequest(
-                f"{where}.compute_configs must be a list of objects with a gpu_type.", param=where
+                f"{where}.default_gpu_type must be one of: {gpus}.", param=f"{where}.default_gpu_type"
             )
+        configs = model.get("compute_configs")
+        if configs is None:
+            continue
+        if not isinstance(configs, list):
+            raise InvalidRequest(f"{where}.compute_configs must be a list.", param=f"{where}.compute_configs")
+        for j, config in enumerate(configs):
+            at = f"{where}.compute_configs[{j}]"
+            if not isinstance(config, dict) or config.get("gpu_type") not in SUPPORTED_MODEL_GPU_TYPES:
+                raise InvalidRequest(
+                    f"{at} must be an object whose gpu_type is one of: {gpus}.", param=f"{at}.gpu_type"
+                )
     return copy.deepcopy(value)
