@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
+import httpx
 import pytest
 
 from pulumi_together_rl.client import (
+    ApiConnectionError,
+    ApiTimeout,
     BadRequest,
     ComputeConfigParams,
     Conflict,
@@ -58,6 +62,15 @@ def ready_resource(api, req=LORA):
 
 def posts(emulator, path: str) -> list[dict]:
     return [r for r in emulator.control.requests() if r["method"] == "POST" and r["path"] == path]
+
+
+def _raw_post(emulator, path: str, body) -> dict:
+    """A request from "another process": plain httpx with the same key, outside this client's claims."""
+    answer = httpx.post(
+        f"{emulator.base_url}{path}", headers={"Authorization": f"Bearer {emulator.api_key}"}, json=body
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
 
 
 # ------------------------------------------------------------------------------------------ endpoints
@@ -199,14 +212,120 @@ def test_session_create_that_acted_then_failed_yields_exactly_one(api, emulator,
     assert f"found the training session it made: {got.id}" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("drop", [False, True], ids=["503-before-acting", "dropped-before-acting"])
-def test_create_that_failed_without_acting_is_resent_once(api, emulator, drop):
-    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, drop_connection=drop, times=1)
+def test_create_answered_503_without_acting_is_resent_once(api, emulator):
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, times=1)
     got = api.create_model_resource(LORA)
     assert [r["id"] for r in emulator.control.state()["model_resources"]] == [got.id]
     sent = posts(emulator, "/v1/rl/model-resources")
     assert [(bool(r["fault"]), r["handled"]) for r in sent] == [(True, False), (False, True)]
     assert sent[1]["status"] == 200
+
+
+def test_create_dropped_without_acting_is_never_resent_and_says_it_may_exist(api, emulator, sleeps):
+    """No answer: the server might still be working on it, so the create looks for the whole settle window
+    (fake sleeps here) and then fails rather than risk a second GPU allocation."""
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, drop_connection=True, times=1)
+    with pytest.raises(ApiConnectionError) as caught:
+        api.create_model_resource(LORA)
+    assert caught.value.maybe_sent is True
+    assert "may have succeeded anyway" in str(caught.value) and "created_by=me" in str(caught.value)
+    assert emulator.control.state()["model_resources"] == []
+    assert len(posts(emulator, "/v1/rl/model-resources")) == 1
+    assert sum(sleeps) == 60.0  # the settle window: the default read timeout
+
+
+def test_read_timeout_on_create_never_yields_two_resources(emulator):
+    """The server takes 0.6 s to act on the create; the client stops reading after 0.2 s and finds nothing
+    while it looks (fake sleeps): it raises instead of resending, and exactly one resource ever exists."""
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=None, latency=0.6, times=1)
+    with TogetherRL(timeout=0.2, sleep=lambda s: None) as client, pytest.raises(ApiTimeout) as caught:
+        client.create_model_resource(LORA)
+    assert "not resent" in str(caught.value)
+    deadline = time.monotonic() + 5
+    while not emulator.control.state()["model_resources"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(emulator.control.state()["model_resources"]) == 1
+    assert len(posts(emulator, "/v1/rl/model-resources")) == 1
+
+
+def test_read_timeout_on_create_finds_the_resource_once_the_server_acts(emulator):
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=None, latency=0.5, times=1)
+
+    def sleep_until_acted(seconds: float) -> None:  # stands in for the settle window's backoff
+        deadline = time.monotonic() + 5
+        while not emulator.control.state()["model_resources"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    with TogetherRL(timeout=0.2, sleep=sleep_until_acted) as client:
+        got = client.create_model_resource(LORA)
+    assert [r["id"] for r in emulator.control.state()["model_resources"]] == [got.id]
+    assert len(posts(emulator, "/v1/rl/model-resources")) == 1
+
+
+def test_503_without_acting_does_not_adopt_an_identical_resource_that_existed_before(api, emulator):
+    """Another stack's (or a colleague's) identical resource, same key, made just before: never ours."""
+    foreign = _raw_post(emulator, "/v1/rl/model-resources", {"base_model": MODEL})
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, times=1)
+    got = api.create_model_resource(LORA)
+    assert got.id != foreign["id"]
+    assert len(emulator.control.state()["model_resources"]) == 2
+
+
+def test_503_without_acting_does_not_adopt_a_just_stopped_resource(api, emulator):
+    """`pulumi destroy` then `pulumi up` in a new process (no claims): the stopped one is not a candidate."""
+    old = _raw_post(emulator, "/v1/rl/model-resources", {"base_model": MODEL})
+    _raw_post(emulator, f"/v1/rl/model-resources/{old['id']}/stop", None)
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, times=1)
+    got = api.create_model_resource(LORA)
+    assert got.id != old["id"]
+    assert got.status is not ModelResourceStatus.STOPPED
+
+
+FOREIGN_SESSION = {
+    "lora_config": {"alpha": 8, "dropout": 0.5},
+    "metadata": {"wandb": {"run_name": "someone-else"}},
+}
+MY_SESSION = {
+    "lora_config": LoraConfig(alpha=128, dropout=0.0),
+    "metadata": SessionMetadata(wandb=WandbMetadata(run_name="mine")),
+}
+
+
+@pytest.mark.parametrize("when", ["before-the-create", "after-the-snapshot"])
+def test_session_act_then_fail_does_not_adopt_a_foreign_session(api, emulator, monkeypatch, when):
+    """Another process (same key, not this client's claims) starts a session on the same resource with other
+    inputs: before our create (the snapshot excludes it) or between our snapshot and our send (only the
+    inputs tell the two apart). Either way we get our own session, and the foreign one is left alone."""
+    resource = ready_resource(api)
+    other: dict = {}
+
+    def start_foreign() -> None:
+        other.update(
+            _raw_post(
+                emulator, "/v1/rl/training-sessions", {"model_resources_id": resource.id, **FOREIGN_SESSION}
+            )
+        )
+        # Our create's POST (the next one) acts, then answers 503.
+        emulator.control.add_fault(method="POST", path=SESSIONS_PATH, status=503, act_then_fail=True, times=1)
+
+    if when == "before-the-create":
+        start_foreign()
+    else:
+        snapshot = api.active_training_session_ids
+
+        def snapshot_then_foreign(model_resources_id: str) -> frozenset[str]:
+            ids = snapshot(model_resources_id)
+            start_foreign()
+            return ids
+
+        monkeypatch.setattr(api, "active_training_session_ids", snapshot_then_foreign)
+    got = api.create_training_session(
+        TrainingSessionCreateRequest(model_resources_id=resource.id, **MY_SESSION)
+    )
+    assert other and got.id != other["id"]
+    assert (got.lora_config.alpha, got.metadata.wandb.run_name) == (128, "mine")
+    assert len(emulator.control.state()["training_sessions"]) == 2
+    assert len(posts(emulator, "/v1/rl/training-sessions")) == 2  # the foreign one and our faulted one
 
 
 def test_create_that_keeps_failing_leaves_nothing_and_says_where_to_look(emulator, sleeps):
@@ -248,7 +367,11 @@ def test_get_answered_429_with_retry_after_is_retried(api, emulator, sleeps):
     )
     assert api.get_model_resource(resource.id).id == resource.id
     assert sleeps == [3.0]
-    gets = [r["status"] for r in emulator.control.requests() if r["method"] == "GET"]
+    gets = [
+        r["status"]
+        for r in emulator.control.requests()
+        if r["path"] == f"/v1/rl/model-resources/{resource.id}"
+    ]
     assert gets == [429, 200]
 
 
@@ -291,18 +414,31 @@ def test_unknown_id_is_not_found(api, emulator):
     assert (caught.value.status, caught.value.type) == (404, "not_found")
 
 
-def test_session_cap_is_rate_limited_and_makes_nothing(emulator, sleeps):
-    with TogetherRL(sleep=sleeps, max_attempts=2) as client:
+def test_session_cap_is_rate_limited_at_once_and_makes_nothing(emulator, sleeps):
+    with TogetherRL(sleep=sleeps) as client:
         resource = ready_resource(client, FULL)
         client.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
+        emulator.control.clear_requests()
         with pytest.raises(RateLimited) as caught:
             client.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
     assert caught.value.status == 429
     assert caught.value.retry_after is not None and caught.value.retry_after > 0
     assert caught.value.code == "session_limit_reached"
     assert len(emulator.control.state()["training_sessions"]) == 1
-    assert len(sleeps) == 1  # one retry within the budget of 2, honouring Retry-After (capped)
-    assert sleeps[0] == min(caught.value.retry_after, 60.0)
+    # The cap is hard: no resend and no sleeping (the emulator asks for Retry-After all the same).
+    assert len(posts(emulator, "/v1/rl/training-sessions")) == 1
+    assert sleeps == []
+
+
+def test_lora_session_cap_is_rate_limited_at_once(emulator, sleeps):
+    emulator.control.configure(session_cap_lora=1)
+    with TogetherRL(sleep=sleeps) as client:
+        resource = ready_resource(client)
+        client.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
+        emulator.control.clear_requests()
+        with pytest.raises(RateLimited):
+            client.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
+    assert (len(posts(emulator, "/v1/rl/training-sessions")), sum(sleeps)) == (1, 0)
 
 
 # ----------------------------------------------------------------------------------------- hygiene

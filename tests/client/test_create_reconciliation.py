@@ -1,4 +1,10 @@
-"""One logical create never yields two objects: ambiguous failures are reconciled, never resent blindly."""
+"""One logical create never yields two objects: ambiguous failures are reconciled, never resent blindly.
+
+Every create first lists the caller's active objects of its kind (the snapshot); after an ambiguous failure
+only objects *not* in that snapshot can be the one it made. "Answered" failures (the server's own 5xx) are
+looked up once and resent when nothing was made; "unanswered" ones (read timeout, dropped connection,
+502/504, unreadable 2xx) are looked up over a settle window and never resent.
+"""
 
 from __future__ import annotations
 
@@ -9,121 +15,351 @@ import pytest
 
 from pulumi_together_rl.client import (
     ApiConnectionError,
+    ApiError,
     ApiTimeout,
     BadRequest,
     ComputeConfigParams,
     GpuType,
     LoraConfig,
     ModelResourceCreateRequest,
+    MuonScalingStrategy,
     OptimizerConfig,
     RateLimited,
     ServerError,
+    SessionMetadata,
+    TogetherError,
     TrainingSessionCreateRequest,
+    WandbMetadata,
 )
-from pulumi_together_rl.client.api import ModelResource, TrainingSession, resource_matches, session_matches
+from pulumi_together_rl.client.api import (
+    LIVE_RESOURCE_STATUSES,
+    ModelResource,
+    TrainingSession,
+    resource_matches,
+    session_matches,
+)
 from pulumi_together_rl.client.models import AdamConfig, MuonConfig
 
 from .scripted import Script, Sleeps, ago, error, make_client, now, page, reply, resource_json, session_json
 
 REQ = ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B")
 SESSION_REQ = TrainingSessionCreateRequest(model_resources_id="mr_1", display_name="exp-1")
+RESOURCES = "/v1/rl/model-resources"
+SESSIONS = "/v1/rl/training-sessions"
 
-AMBIGUOUS = [
+ANSWERED = [
     pytest.param(lambda: error(503, "unavailable"), ServerError, id="503"),
     pytest.param(lambda: error(500, "internal"), ServerError, id="500"),
+]
+UNANSWERED = [
     pytest.param(lambda: httpx.ReadTimeout, ApiTimeout, id="read-timeout"),
     pytest.param(lambda: httpx.RemoteProtocolError, ApiConnectionError, id="dropped-connection"),
     pytest.param(lambda: httpx.ReadError, ApiConnectionError, id="read-error"),
+    pytest.param(lambda: error(502, "bad gateway"), ServerError, id="502"),
+    pytest.param(lambda: error(504, "gateway timeout"), ServerError, id="504"),
+    pytest.param(lambda: httpx.Response(200, text="<html>ok</html>"), ApiError, id="2xx-not-json"),
+    pytest.param(
+        lambda: (
+            lambda request: httpx.Response(200, headers={"content-encoding": "gzip"}, content=b"not gzip")
+        ),
+        ApiConnectionError,
+        id="2xx-bad-content-encoding",
+    ),
 ]
 
+# The settle window's lookups with the default 60 s read timeout: 0.5 s doubling to 8 s, then the rest.
+DEFAULT_SETTLE_SLEEPS = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 4.5]
 
-@pytest.mark.parametrize(("failure", "kind"), AMBIGUOUS)
-def test_create_is_not_resent_when_the_lookup_finds_what_it_made(failure, kind, capsys):
-    script = Script(failure(), page([resource_json("mr_9")]))
-    got = make_client(script).create_model_resource(REQ)
+
+# ------------------------------------------------------------------------------------------- snapshot
+
+
+def test_a_create_first_lists_the_callers_active_objects_of_its_kind():
+    script = Script(
+        page([resource_json("mr_old")]),
+        reply(200, resource_json("mr_new")),
+        page([session_json("ts_old")]),
+        reply(200, session_json("ts_new")),
+    )
+    client = make_client(script)
+    assert client.create_model_resource(REQ).id == "mr_new"
+    assert client.create_training_session(SESSION_REQ).id == "ts_new"
+    assert script.calls() == [f"GET {RESOURCES}", f"POST {RESOURCES}", f"GET {SESSIONS}", f"POST {SESSIONS}"]
+    resources, sessions = script.requests[0].url.params, script.requests[2].url.params
+    assert dict(resources) == {
+        "created_by": "me",
+        "limit": "100",
+        "status": "MODEL_RESOURCES_STATUS_PENDING,MODEL_RESOURCES_STATUS_CREATING,MODEL_RESOURCES_STATUS_READY",
+    }
+    assert dict(sessions) == {
+        "created_by": "me",
+        "model_resources_id": "mr_1",
+        "limit": "100",
+        "status": "TRAINING_SESSION_STATUS_CREATING,TRAINING_SESSION_STATUS_RUNNING",
+    }
+
+
+def test_snapshot_follows_every_page():
+    script = Script(
+        page([resource_json("mr_a")], next_cursor="mr_a"),
+        page([resource_json("mr_b")]),
+        error(503, "acted, then failed"),
+        page([resource_json("mr_b"), resource_json("mr_a")]),  # nothing new: the server did not act
+        reply(200, resource_json("mr_c")),
+    )
+    assert make_client(script).create_model_resource(REQ).id == "mr_c"
+    assert script.requests[1].url.params["after"] == "mr_a"
+
+
+def test_a_failed_snapshot_fails_the_create_before_anything_is_sent():
+    script = Script(error(500, "list broken"), error(500, "list broken"))
+    with pytest.raises(ServerError) as caught:
+        make_client(script, max_attempts=2).create_model_resource(REQ)
+    assert script.calls("POST") == []
+    text = str(caught.value)
+    assert "nothing was sent" in text
+    assert "listing your active model resources" in text
+    assert caught.value.maybe_created is False
+    assert "list broken" in text
+    assert caught.value.status == 500
+
+
+def test_a_snapshot_whose_paging_loops_fails_the_create_before_sending():
+    script = Script(
+        page([resource_json("mr_a")], next_cursor="x"),
+        page([resource_json("mr_b")], next_cursor="x"),
+    )
+    with pytest.raises(TogetherError, match="twice") as caught:
+        make_client(script).create_model_resource(REQ)
+    assert "nothing was sent" in str(caught.value)
+    assert script.calls("POST") == []
+
+
+# ------------------------------------------------------------------------------------------- answered
+
+
+@pytest.mark.parametrize(("failure", "kind"), ANSWERED)
+def test_answered_failure_is_not_resent_when_the_lookup_finds_what_it_made(failure, kind, capsys):
+    script = Script(page([]), failure(), page([resource_json("mr_9")]))
+    sleeps = Sleeps()
+    got = make_client(script, sleeps=sleeps).create_model_resource(REQ)
     assert got.id == "mr_9"
-    assert script.calls() == ["POST /v1/rl/model-resources", "GET /v1/rl/model-resources"]
-    assert script.requests[1].url.params["created_by"] == "me"
+    assert script.calls() == [f"GET {RESOURCES}", f"POST {RESOURCES}", f"GET {RESOURCES}"]
+    lookup = script.requests[2].url.params
+    assert (lookup["created_by"], lookup["status"]) == ("me", script.requests[0].url.params["status"])
+    assert sleeps == [0.5]  # one short pause before the one lookup
     line = capsys.readouterr().err.strip()
     assert line.startswith("create of model resource answered ")
     assert line.endswith("found the model resource it made: mr_9")
 
 
-@pytest.mark.parametrize(("failure", "kind"), AMBIGUOUS)
-def test_create_is_resent_only_after_the_lookup_finds_nothing(failure, kind):
-    script = Script(failure(), page([]), reply(200, resource_json("mr_2")))
+@pytest.mark.parametrize(("failure", "kind"), ANSWERED)
+def test_answered_failure_is_resent_once_the_lookup_finds_nothing(failure, kind):
+    script = Script(page([]), failure(), page([]), reply(200, resource_json("mr_2")))
     got = make_client(script).create_model_resource(REQ)
     assert got.id == "mr_2"
     assert script.calls() == [
-        "POST /v1/rl/model-resources",
-        "GET /v1/rl/model-resources",
-        "POST /v1/rl/model-resources",
+        f"GET {RESOURCES}",
+        f"POST {RESOURCES}",
+        f"GET {RESOURCES}",
+        f"POST {RESOURCES}",
     ]
 
 
-@pytest.mark.parametrize("failure", [httpx.ConnectError, httpx.ConnectTimeout])
-def test_connect_failure_on_create_is_retried_without_a_lookup(failure):
-    script = Script(failure, reply(200, resource_json("mr_1")))
-    sleeps = Sleeps()
-    assert make_client(script, sleeps=sleeps).create_model_resource(REQ).id == "mr_1"
-    assert script.calls() == ["POST /v1/rl/model-resources"] * 2
-    assert sleeps == [0.5]
-
-
-def test_429_on_create_is_retried_honouring_retry_after_without_a_lookup():
-    script = Script(error(429, "slow", headers={"Retry-After": "2"}), reply(200, resource_json("mr_1")))
-    sleeps = Sleeps()
-    assert make_client(script, sleeps=sleeps).create_model_resource(REQ).id == "mr_1"
-    assert script.calls() == ["POST /v1/rl/model-resources"] * 2
-    assert sleeps == [2.0]
-
-
-def test_429_on_create_gives_up_after_the_attempt_budget():
-    script = Script(*[error(429, "cap", headers={"Retry-After": "1"})] * 3)
-    with pytest.raises(RateLimited):
-        make_client(script, max_attempts=3).create_training_session(SESSION_REQ)
-    assert script.calls() == ["POST /v1/rl/training-sessions"] * 3
-
-
-def test_validation_error_on_create_is_raised_at_once():
-    script = Script(error(400, "bad", param="base_model"))
-    with pytest.raises(BadRequest) as caught:
-        make_client(script).create_model_resource(REQ)
-    assert caught.value.param == "base_model"
-    assert len(script.requests) == 1
-
-
-def test_create_gives_up_within_the_budget_and_says_how_to_find_a_stray_object():
-    script = Script()
+def test_answered_create_gives_up_within_the_budget_and_says_how_to_find_a_stray_object():
+    script = Script(page([]))
     for _ in range(3):
         script.add(error(503, "still down"), page([]))
     sleeps = Sleeps()
     with pytest.raises(ServerError) as caught:
         make_client(script, sleeps=sleeps, max_attempts=3).create_model_resource(REQ)
-    assert script.calls("POST") == ["POST /v1/rl/model-resources"] * 3
-    assert script.calls("GET") == ["GET /v1/rl/model-resources"] * 3
+    assert script.calls("POST") == [f"POST {RESOURCES}"] * 3
+    assert script.calls("GET") == [f"GET {RESOURCES}"] * 4  # the snapshot, then one lookup per failure
     assert len(sleeps) == 3  # one backoff before each lookup, none wasted after the last
     text = str(caught.value)
     assert "still down" in text
     assert "may have succeeded anyway" in text
     assert "created_by=me" in text
+    assert 'base_model="Qwen/Qwen3.5-4B"' in text
     assert caught.value.status == 503
+    assert caught.value.maybe_created is True
 
 
 def test_failed_lookup_raises_the_create_error_with_the_hint():
-    script = Script(httpx.ReadTimeout, error(500, "list broken"), error(500, "list broken"))
-    with pytest.raises(ApiTimeout) as caught:
+    script = Script(page([]), error(500, "boom"), error(500, "list broken"), error(500, "list broken"))
+    with pytest.raises(ServerError) as caught:
         make_client(script, max_attempts=2).create_training_session(SESSION_REQ)
-    err = caught.value
-    assert err.maybe_sent is True
-    assert "created_by=me" in str(err)
-    assert "looking for it failed" in str(err)
-    assert "list broken" in str(err)
-    assert script.calls("POST") == ["POST /v1/rl/training-sessions"]
+    text = str(caught.value)
+    assert caught.value.status == 500
+    assert "created_by=me&model_resources_id=mr_1" in text
+    assert "looking for it failed" in text
+    assert "list broken" in text
+    assert script.calls("POST") == [f"POST {SESSIONS}"]
+
+
+def test_a_503_without_acting_never_adopts_an_identical_object_that_existed_before_the_send():
+    """Another stack's identical resource, made a minute earlier, is in the snapshot: never ours."""
+    foreign = resource_json("mr_foreign", created_at=ago(60))
+    script = Script(
+        page([foreign]), error(503, "refused"), page([foreign]), reply(200, resource_json("mr_mine"))
+    )
+    assert make_client(script).create_model_resource(REQ).id == "mr_mine"
+    assert script.calls("POST") == [f"POST {RESOURCES}"] * 2
+
+
+def test_a_503_without_acting_never_adopts_a_just_stopped_object_even_if_the_server_lists_it():
+    """`pulumi destroy` then `up` in a new process: the stopped resource is no candidate (not active)."""
+    stopped = resource_json("mr_stopped", status="MODEL_RESOURCES_STATUS_STOPPED", created_at=ago(30))
+    # A server that ignores the status filter still cannot make a stopped object a candidate.
+    script = Script(page([]), error(503, "refused"), page([stopped]), reply(200, resource_json("mr_new")))
+    assert make_client(script).create_model_resource(REQ).id == "mr_new"
+
+
+@pytest.mark.parametrize(
+    "offset", [-3600, -180, 180, 3600], ids=["1h-old", "3min-old", "3min-ahead", "1h-ahead"]
+)
+def test_created_at_far_from_the_client_clock_does_not_hide_what_the_create_made(offset):
+    """No wall-clock cutoff: a client clock minutes off the server's changes nothing."""
+    made = resource_json("mr_made", created_at=ago(-offset))
+    script = Script(page([]), error(503, "acted, then failed"), page([made]))
+    assert make_client(script).create_model_resource(REQ).id == "mr_made"
+
+
+# ----------------------------------------------------------------------------------------- unanswered
+
+
+@pytest.mark.parametrize(("failure", "kind"), UNANSWERED)
+def test_unanswered_failure_is_not_resent_when_the_lookup_finds_what_it_made(failure, kind, capsys):
+    script = Script(page([]), failure(), page([resource_json("mr_9")]))
+    got = make_client(script).create_model_resource(REQ)
+    assert got.id == "mr_9"
+    assert script.calls() == [f"GET {RESOURCES}", f"POST {RESOURCES}", f"GET {RESOURCES}"]
+    assert capsys.readouterr().err.strip().endswith("found the model resource it made: mr_9")
+
+
+@pytest.mark.parametrize(("failure", "kind"), UNANSWERED)
+def test_unanswered_failure_is_never_resent_and_says_the_object_may_exist(failure, kind, capsys):
+    script = Script(page([]), failure(), *[page([])] * len(DEFAULT_SETTLE_SLEEPS))
+    sleeps = Sleeps()
+    req = ModelResourceCreateRequest(
+        base_model="Qwen/Qwen3.5-4B", compute_config=ComputeConfigParams(gpu_type=GpuType.H100_80GB)
+    )
+    with pytest.raises(kind) as caught:
+        make_client(script, sleeps=sleeps).create_model_resource(req)
+    assert type(caught.value) is kind
+    assert script.calls("POST") == [f"POST {RESOURCES}"]  # never resent
+    # Looked repeatedly, with backoff, for the whole settle window (the 60 s read timeout), all fake sleeps.
+    assert sleeps == DEFAULT_SETTLE_SLEEPS
+    assert sum(sleeps) == 60.0
+    assert script.calls("GET") == [f"GET {RESOURCES}"] * (1 + len(DEFAULT_SETTLE_SLEEPS))
+    text = str(caught.value)
+    assert "may have succeeded anyway" in text
+    assert "not resent" in text
+    assert f"GET {RESOURCES}?created_by=me" in text
+    assert 'base_model="Qwen/Qwen3.5-4B"' in text and 'compute_config.gpu_type="H100-80GB"' in text
+    assert "looking for the model resource it may have made for up to 60 s" in capsys.readouterr().err
+    assert caught.value.maybe_created is True
+
+
+def test_unanswered_create_finds_an_object_that_shows_up_late():
+    script = Script(page([]), httpx.ReadTimeout, page([]), page([]), page([resource_json("mr_late")]))
+    sleeps = Sleeps()
+    assert make_client(script, sleeps=sleeps).create_model_resource(REQ).id == "mr_late"
+    assert sleeps == [0.5, 1.0, 2.0]
+    assert script.calls("POST") == [f"POST {RESOURCES}"]
+
+
+def test_settle_window_follows_the_read_timeout_or_the_argument():
+    script = Script(page([]), httpx.ReadTimeout, *[page([])] * 4)
+    sleeps = Sleeps()
+    with pytest.raises(ApiTimeout):
+        make_client(script, sleeps=sleeps, timeout=5).create_model_resource(REQ)
+    assert sleeps == [0.5, 1.0, 2.0, 1.5]
+
+    script = Script(page([]), httpx.RemoteProtocolError, page([]))
+    sleeps = Sleeps()
+    with pytest.raises(ApiConnectionError):
+        make_client(script, sleeps=sleeps, settle_window=0.2).create_model_resource(REQ)
+    assert sleeps == [0.2]
+
+
+def test_unanswered_session_create_error_names_its_inputs():
+    req = TrainingSessionCreateRequest(
+        model_resources_id="mr_1",
+        display_name="exp-7",
+        metadata=SessionMetadata(wandb=WandbMetadata(run_name="r7")),
+    )
+    script = Script(page([]), httpx.ReadTimeout, page([]))
+    with pytest.raises(ApiTimeout) as caught:
+        make_client(script, settle_window=0).create_training_session(req)
+    text = str(caught.value)
+    assert f"GET {SESSIONS}?created_by=me&model_resources_id=mr_1" in text
+    assert 'display_name="exp-7"' in text and 'metadata.wandb.run_name="r7"' in text
+    assert caught.value.maybe_sent is True
+
+
+def test_failed_lookup_after_no_answer_ends_the_wait_with_the_hint():
+    script = Script(page([]), httpx.ReadTimeout, error(500, "list broken"), error(500, "list broken"))
+    sleeps = Sleeps()
+    with pytest.raises(ApiTimeout) as caught:
+        make_client(script, sleeps=sleeps, max_attempts=2).create_training_session(SESSION_REQ)
+    assert "looking for it failed" in str(caught.value) and "list broken" in str(caught.value)
+    assert script.calls("POST") == [f"POST {SESSIONS}"]
+
+
+# ---------------------------------------------------------------------------------- not ambiguous
+
+
+@pytest.mark.parametrize("failure", [httpx.ConnectError, httpx.ConnectTimeout])
+def test_connect_failure_on_create_is_retried_without_a_lookup(failure):
+    script = Script(page([]), failure, reply(200, resource_json("mr_1")))
+    sleeps = Sleeps()
+    assert make_client(script, sleeps=sleeps).create_model_resource(REQ).id == "mr_1"
+    assert script.calls() == [f"GET {RESOURCES}"] + [f"POST {RESOURCES}"] * 2
+    assert sleeps == [0.5]
+
+
+def test_429_on_model_resource_create_is_a_throttle_retried_honouring_retry_after():
+    script = Script(
+        page([]), error(429, "slow", headers={"Retry-After": "2"}), reply(200, resource_json("mr_1"))
+    )
+    sleeps = Sleeps()
+    assert make_client(script, sleeps=sleeps).create_model_resource(REQ).id == "mr_1"
+    assert script.calls("POST") == [f"POST {RESOURCES}"] * 2
+    assert sleeps == [2.0]
+
+
+def test_429_on_model_resource_create_gives_up_after_the_attempt_budget():
+    script = Script(page([]), *[error(429, "slow", headers={"Retry-After": "1"})] * 3)
+    with pytest.raises(RateLimited):
+        make_client(script, max_attempts=3).create_model_resource(REQ)
+    assert script.calls("POST") == [f"POST {RESOURCES}"] * 3
+
+
+def test_429_on_session_create_is_the_session_cap_and_is_raised_at_once():
+    script = Script(page([]), error(429, "session limit reached", headers={"Retry-After": "30"}))
+    sleeps = Sleeps()
+    with pytest.raises(RateLimited) as caught:
+        make_client(script, sleeps=sleeps).create_training_session(SESSION_REQ)
+    assert script.calls("POST") == [f"POST {SESSIONS}"]
+    assert sleeps == []
+    assert caught.value.retry_after == 30.0
+
+
+def test_validation_error_on_create_is_raised_at_once():
+    script = Script(page([]), error(400, "bad", param="base_model"))
+    with pytest.raises(BadRequest) as caught:
+        make_client(script).create_model_resource(REQ)
+    assert caught.value.param == "base_model"
+    assert script.calls("POST") == [f"POST {RESOURCES}"]
+
+
+# ------------------------------------------------------------------------------------------- lookups
 
 
 def test_session_create_reconciles_by_resource_and_display_name(capsys):
     script = Script(
+        page([]),
         error(503),
         page(
             [
@@ -134,63 +370,76 @@ def test_session_create_reconciles_by_resource_and_display_name(capsys):
     )
     got = make_client(script).create_training_session(SESSION_REQ)
     assert got.id == "ts_mine"
-    params = script.requests[1].url.params
+    params = script.requests[2].url.params
     assert (params["created_by"], params["model_resources_id"]) == ("me", "mr_1")
     assert "found the training session it made: ts_mine" in capsys.readouterr().err
 
 
-def test_lookup_picks_the_oldest_match_and_never_the_same_one_twice():
-    older, newer = resource_json("mr_old", created_at=ago(5)), resource_json("mr_new", created_at=ago(1))
-    script = Script(page([newer, older]), page([newer, older]), page([newer, older]))
+def test_lookup_picks_the_oldest_new_match_and_never_the_same_one_twice():
+    old, older, newer = (
+        resource_json("mr_pre", created_at=ago(9)),
+        resource_json("mr_old", created_at=ago(5)),
+        resource_json("mr_new", created_at=ago(1)),
+    )
+    listing = page([newer, older, old])
+    script = Script(listing, listing, listing)
     client = make_client(script)
-    assert client.find_created_model_resource(REQ, since=ago(10)).id == "mr_old"
-    assert client.find_created_model_resource(REQ, since=ago(10)).id == "mr_new"
-    assert client.find_created_model_resource(REQ, since=ago(10)) is None
+    assert client.find_created_model_resource(REQ, existing_ids={"mr_pre"}).id == "mr_old"
+    assert client.find_created_model_resource(REQ, existing_ids={"mr_pre"}).id == "mr_new"
+    assert client.find_created_model_resource(REQ, existing_ids={"mr_pre"}) is None
 
 
 def test_lookup_skips_excluded_ids_and_ids_a_create_already_returned():
     script = Script(
+        page([]),
         reply(200, resource_json("mr_returned")),
         page([resource_json("mr_excluded"), resource_json("mr_returned")]),
     )
     client = make_client(script)
     assert client.create_model_resource(REQ).id == "mr_returned"
-    assert client.find_created_model_resource(REQ, since=ago(10), exclude_ids=["mr_excluded"]) is None
+    assert client.find_created_model_resource(REQ, existing_ids=(), exclude_ids=["mr_excluded"]) is None
 
 
-def test_lookup_ignores_objects_created_before_since_minus_skew():
-    script = Script(page([resource_json("mr_ancient", created_at=ago(3600))]))
-    assert make_client(script).find_created_model_resource(REQ, since=ago(60)) is None
-
-
-def test_lookup_tolerates_a_little_clock_skew():
-    script = Script(page([resource_json("mr_skewed", created_at=ago(100))]))
-    assert make_client(script).find_created_model_resource(REQ, since=now()).id == "mr_skewed"
-
-
-def test_lookup_stops_paging_once_past_the_cutoff():
+def test_lookup_reads_every_page_of_active_objects():
     script = Script(
-        page([resource_json("mr_a", base_model="other", created_at=ago(1))], next_cursor="mr_a"),
-        page([resource_json("mr_b", base_model="other", created_at=ago(7200))], next_cursor="mr_b"),
-        # a third page would be an unexpected request
+        page([resource_json("mr_a", base_model="other")], next_cursor="mr_a"),
+        page([resource_json("mr_b", created_at=ago(7200))], next_cursor="mr_b"),
+        page([resource_json("mr_c", base_model="other")]),
     )
-    assert make_client(script).find_created_model_resource(REQ, since=ago(10)) is None
-    assert len(script.requests) == 2
-    assert script.requests[1].url.params["after"] == "mr_a"
+    assert make_client(script).find_created_model_resource(REQ, existing_ids=()).id == "mr_b"
+    assert [r.url.params.get("after") for r in script.requests] == [None, "mr_a", "mr_b"]
 
 
-def test_lookup_reads_every_page_when_the_list_is_oldest_first():
+def test_lookup_only_takes_active_objects():
+    made = [
+        resource_json(f"mr_{status.lower()}", status=f"MODEL_RESOURCES_STATUS_{status}")
+        for status in ("STOPPING", "STOPPED", "ERROR", "SOMETHING_NEW")
+    ]
+    assert make_client(Script(page(made))).find_created_model_resource(REQ, existing_ids=()) is None
+    assert {s.short for s in LIVE_RESOURCE_STATUSES} == {"PENDING", "CREATING", "READY"}
+
+
+def test_lookup_whose_paging_loops_raises_instead_of_guessing():
     script = Script(
-        page([resource_json("mr_a", created_at=ago(7200))], next_cursor="mr_a"),
-        page([resource_json("mr_b", created_at=ago(3))], next_cursor="mr_b"),
-        page([resource_json("mr_c", created_at=ago(2))]),
+        page([resource_json("mr_a", base_model="other")], next_cursor="c"),
+        page([resource_json("mr_b", base_model="other")], next_cursor="c"),
     )
-    assert make_client(script).find_created_model_resource(REQ, since=ago(10)).id == "mr_b"
-    assert len(script.requests) == 3
+    with pytest.raises(TogetherError, match="twice"):
+        make_client(script).find_created_model_resource(REQ, existing_ids=())
+
+
+# ------------------------------------------------------------------------------------------ matching
 
 
 def _resource(**overrides) -> ModelResource:
     return ModelResource.model_validate(resource_json("mr_x", **overrides))
+
+
+def _muon(strategy: MuonScalingStrategy | None) -> ModelResourceCreateRequest:
+    return ModelResourceCreateRequest(
+        base_model="Qwen/Qwen3.5-4B",
+        optimizer_config=OptimizerConfig(muon=MuonConfig(scaling_strategy=strategy)),
+    )
 
 
 @pytest.mark.parametrize(
@@ -246,6 +495,26 @@ def _resource(**overrides) -> ModelResource:
             True,
         ),
         (
+            _muon(MuonScalingStrategy.ORIGINAL),
+            {"optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAM"}}},
+            False,
+        ),
+        (
+            _muon(MuonScalingStrategy.ORIGINAL),
+            {"optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}}},
+            True,
+        ),
+        (
+            _muon(MuonScalingStrategy.MATCH_ADAM),
+            {"optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAMW"}}},
+            True,  # the older spelling of the same strategy
+        ),
+        (
+            _muon(None),
+            {"optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}}},
+            True,
+        ),
+        (
             ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B", base_weights_ref="together://ml_abc"),
             {"base_weights_ref": "together://ml_abc@rv_123"},
             True,
@@ -269,21 +538,82 @@ def test_resource_matches_every_input_the_request_set(req, overrides, matches):
     assert resource_matches(req, _resource(**overrides)) is matches
 
 
+def _session_req(**fields) -> TrainingSessionCreateRequest:
+    return TrainingSessionCreateRequest(model_resources_id="mr_1", **fields)
+
+
+def _wandb(**fields) -> SessionMetadata:
+    return SessionMetadata(wandb=WandbMetadata(**fields))
+
+
+# session_json reports the server's LoRA defaults: rank 32, alpha 64, dropout 0, train_unembed true.
 @pytest.mark.parametrize(
     ("req", "overrides", "matches"),
     [
         (SESSION_REQ, {"display_name": "exp-1"}, True),
         (SESSION_REQ, {"display_name": "exp-2"}, False),
         (SESSION_REQ, {}, False),
-        (TrainingSessionCreateRequest(model_resources_id="mr_1"), {}, True),
-        (TrainingSessionCreateRequest(model_resources_id="mr_1"), {"display_name": "x"}, False),
+        (_session_req(), {}, True),
+        (_session_req(), {"display_name": "x"}, False),
+        (_session_req(display_name=""), {"display_name": ""}, True),  # "" == absent
+        (_session_req(display_name=""), {}, True),
         (TrainingSessionCreateRequest(model_resources_id="mr_2"), {}, False),
-        (TrainingSessionCreateRequest(model_resources_id="mr_1", lora_config=LoraConfig(rank=8)), {}, False),
-        (TrainingSessionCreateRequest(model_resources_id="mr_1", lora_config=LoraConfig(rank=32)), {}, True),
+        # LoRA: every field compared, the server's default standing in for one the request left out.
+        (_session_req(lora_config=LoraConfig(rank=8)), {}, False),
+        (_session_req(lora_config=LoraConfig(rank=32)), {}, True),
+        (_session_req(lora_config=LoraConfig(alpha=128)), {}, False),
+        (_session_req(lora_config=LoraConfig(alpha=128)), {"lora_config": {"rank": 32, "alpha": 128}}, True),
+        (_session_req(lora_config=LoraConfig(dropout=0.5)), {}, False),
+        (_session_req(lora_config=LoraConfig(train_unembed=False)), {}, False),
+        (
+            _session_req(),
+            {"lora_config": {"rank": 32, "alpha": 8, "dropout": 0.5, "train_unembed": True}},
+            False,
+        ),
+        (_session_req(lora_config=LoraConfig()), {"lora_config": {"rank": 16}}, False),
+        (
+            _session_req(lora_config=LoraConfig(rank=8)),
+            {"lora_config": None},
+            True,
+        ),  # full weight: none reported
+        # seed: compared only when set and reported.
+        (_session_req(lora_config=LoraConfig(seed=7)), {}, True),
+        (_session_req(lora_config=LoraConfig(seed=7)), {"lora_config": {"seed": "7"}}, True),
+        (_session_req(lora_config=LoraConfig(seed=7)), {"lora_config": {"seed": "8"}}, False),
+        (_session_req(), {"lora_config": {"seed": "8"}}, True),
+        # load_optimizer is not in the response: ignored.
+        (_session_req(load_optimizer=True), {}, True),
+        # resume_from_checkpoint_id must match when set.
+        (_session_req(resume_from_checkpoint_id="ck_1"), {"resume_from_checkpoint_id": "ck_1"}, True),
+        (_session_req(resume_from_checkpoint_id="ck_1"), {"resume_from_checkpoint_id": "ck_2"}, False),
+        (_session_req(resume_from_checkpoint_id="ck_1"), {}, False),
+        (_session_req(resume_from_checkpoint_id=""), {}, True),
+        # metadata.wandb: every key the request set ("" == absent).
+        (_session_req(metadata=_wandb(run_name="mine")), {"metadata": {"wandb": {"run_name": "mine"}}}, True),
+        (
+            _session_req(metadata=_wandb(run_name="mine")),
+            {"metadata": {"wandb": {"run_name": "other"}}},
+            False,
+        ),
+        (_session_req(metadata=_wandb(run_name="mine")), {}, False),
+        (
+            _session_req(metadata=_wandb(project="p", entity="e")),
+            {"metadata": {"wandb": {"project": "p", "entity": "x"}}},
+            False,
+        ),
+        (_session_req(metadata=_wandb(project="")), {}, True),
+        (
+            _session_req(metadata=_wandb(project="p")),
+            {"metadata": {"wandb": {"project": "p", "group": "g"}}},
+            True,
+        ),
     ],
 )
-def test_session_matches_resource_display_name_and_rank(req, overrides, matches):
+def test_session_matches_every_input_the_request_set(req, overrides, matches):
     assert session_matches(req, TrainingSession.model_validate(session_json("ts_x", **overrides))) is matches
+
+
+# ----------------------------------------------------------------------------------------- concurrency
 
 
 def test_concurrent_identical_creates_never_share_an_object():
@@ -328,6 +658,36 @@ def test_concurrent_identical_creates_never_share_an_object():
     failing.join(5)
     assert results == {"slow": "mr_1", "failing": "mr_2"}
     assert len(created) == 2
+
+
+def test_concurrent_creates_that_both_fail_after_acting_get_one_object_each():
+    """Neither object is in the other's snapshot-taken-before; each lookup claims a different one."""
+    created: list[dict] = []
+    lock = threading.Lock()
+    both_sent = threading.Barrier(2, timeout=5)
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            with lock:
+                return page(list(created))
+        with lock:
+            created.append(resource_json(f"mr_{len(created) + 1}", created_at=now()))
+        both_sent.wait()
+        return error(503, "acted, then failed")
+
+    ids: list[str] = []
+
+    def create() -> None:
+        made = make_client(server).create_model_resource(REQ).id
+        with lock:
+            ids.append(made)
+
+    threads = [threading.Thread(target=create) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(ids) == ["mr_1", "mr_2"]
 
 
 def test_make_client_rejects_zero_attempts():

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
+
 import pytest
 
 from pulumi_together_rl.client import (
     ComputeConfigParams,
+    ConfigurationError,
     GpuType,
+    InvalidArgument,
     LoraConfig,
     ModelResourceCreateRequest,
     ModelResourceStatus,
     SessionMetadata,
+    TogetherError,
     TrainingSessionCreateRequest,
     TrainingSessionStatus,
     TrainingSessionUpdateRequest,
     WandbMetadata,
+    api,
 )
 
 from .scripted import Script, body_of, make_client, page, reply, resource_json, session_json
@@ -85,9 +92,47 @@ def test_iter_uses_the_last_id_when_has_more_but_no_cursor():
     assert script.requests[1].url.params["after"] == "ts_2"
 
 
-def test_iter_rejects_page_size_out_of_range():
-    with pytest.raises(ValueError):
-        next(make_client(Script()).iter_model_resources(page_size=101))
+@pytest.mark.parametrize("size", [0, 101, True, 2.5])
+def test_iter_rejects_page_size_out_of_range_when_called_not_at_the_first_next(size):
+    script = Script()
+    client = make_client(script)
+    with pytest.raises(InvalidArgument) as caught:
+        client.iter_model_resources(page_size=size)  # no next(): the check is eager
+    assert isinstance(caught.value, ValueError)
+    with pytest.raises(InvalidArgument):
+        client.iter_training_sessions(page_size=size)
+    assert script.requests == []
+
+
+def test_iter_stops_on_a_cursor_cycle_without_repeating_items(caplog):
+    """A server (or proxy cache) answering cursors a -> b -> a must not make the iterator loop forever."""
+    nxt = {None: "a", "a": "b", "b": "a"}
+
+    def server(request):
+        after = request.url.params.get("after")
+        return page([session_json(f"ts_{after or 0}")], next_cursor=nxt[after])
+
+    script = Script(*[server] * 10)
+    with caplog.at_level(logging.WARNING, logger="pulumi_together_rl.client"):
+        ids = [s.id for s in itertools.islice(make_client(script).iter_training_sessions(), 50)]
+    assert ids == ["ts_0", "ts_a", "ts_b"]
+    assert len(script.requests) == 3
+    assert any("twice" in r.getMessage() for r in caplog.records)
+
+
+def test_iter_stops_after_the_page_cap(monkeypatch, caplog):
+    monkeypatch.setattr(api, "MAX_PAGES", 4)
+    counter = itertools.count()
+
+    def server(request):
+        n = next(counter)
+        return page([resource_json(f"mr_{n}")], next_cursor=f"c{n}")
+
+    script = Script(*[server] * 10)
+    with caplog.at_level(logging.WARNING, logger="pulumi_together_rl.client"):
+        ids = [r.id for r in make_client(script).iter_model_resources()]
+    assert ids == ["mr_0", "mr_1", "mr_2", "mr_3"]
+    assert any("4 pages" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize(("force", "sent"), [(False, "false"), (True, "true")])
@@ -104,14 +149,28 @@ def test_stop_model_resource_sends_force_in_the_query(force, sent):
 
 
 def test_ids_are_escaped_in_paths():
-    script = Script(reply(200, resource_json("a/b")))
-    make_client(script).get_model_resource("a/b")
-    assert script.requests[0].url.raw_path == b"/v1/rl/model-resources/a%2Fb"
+    script = Script(reply(200, resource_json("a b?c#d%2e")))
+    make_client(script).get_model_resource("a b?c#d%2e")
+    assert script.requests[0].url.raw_path == b"/v1/rl/model-resources/a%20b%3Fc%23d%252e"
 
 
-def test_empty_id_is_refused_before_sending():
-    with pytest.raises(ValueError):
-        make_client(Script()).get_training_session("")
+@pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "../mr_1", "a\\b", None])
+def test_ids_that_could_change_the_path_are_refused_before_sending(bad):
+    script = Script()
+    client = make_client(script)
+    calls = [
+        lambda: client.get_training_session(bad),
+        lambda: client.get_model_resource(bad),
+        lambda: client.stop_model_resource(bad, force=True),
+        lambda: client.stop_training_session(bad),
+        lambda: client.extend_model_resource_expiry(bad, 3600),
+        lambda: client.update_training_session(bad, TrainingSessionUpdateRequest(display_name="x")),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidArgument) as caught:
+            call()
+        assert isinstance(caught.value, TogetherError) and isinstance(caught.value, ValueError)
+    assert script.requests == []
 
 
 def test_extend_expiry_and_estimate_cost_bodies():
@@ -141,7 +200,7 @@ def test_extend_expiry_and_estimate_cost_bodies():
 
 
 def test_create_bodies_send_only_what_was_set():
-    script = Script(reply(200, resource_json("mr_1")), reply(200, session_json("ts_1")))
+    script = Script(page([]), reply(200, resource_json("mr_1")), page([]), reply(200, session_json("ts_1")))
     client = make_client(script)
     client.create_model_resource(ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B"))
     client.create_training_session(
@@ -149,13 +208,19 @@ def test_create_bodies_send_only_what_was_set():
             model_resources_id="mr_1", display_name="run", lora_config=LoraConfig(rank=8)
         )
     )
-    assert body_of(script.requests[0]) == {"base_model": "Qwen/Qwen3.5-4B"}
-    assert body_of(script.requests[1]) == {
+    assert body_of(script.requests[1]) == {"base_model": "Qwen/Qwen3.5-4B"}
+    assert body_of(script.requests[3]) == {
         "model_resources_id": "mr_1",
         "display_name": "run",
         "lora_config": {"rank": 8},
     }
-    assert script.calls() == ["POST /v1/rl/model-resources", "POST /v1/rl/training-sessions"]
+    # Each create first lists the caller's active objects of its kind (its reconciliation snapshot).
+    assert script.calls() == [
+        "GET /v1/rl/model-resources",
+        "POST /v1/rl/model-resources",
+        "GET /v1/rl/training-sessions",
+        "POST /v1/rl/training-sessions",
+    ]
 
 
 def test_patch_sends_empty_string_to_clear_and_omits_the_rest():
@@ -190,3 +255,14 @@ def test_context_manager_closes_the_http_client():
     with client as same:
         assert same is client
     assert client._transport._http.is_closed
+
+
+def test_using_a_closed_client_is_a_configuration_error_not_a_runtime_error():
+    script = Script()
+    client = make_client(script)
+    client.close()
+    with pytest.raises(ConfigurationError, match="closed"):
+        client.get_model_resource("mr_1")
+    with pytest.raises(ConfigurationError, match="closed"):
+        client.create_model_resource(ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B"))
+    assert script.requests == []

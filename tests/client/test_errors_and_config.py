@@ -19,11 +19,14 @@ from pulumi_together_rl.client import (
     PermissionDenied,
     RateLimited,
     ServerError,
+    TogetherError,
     TogetherRL,
+    TrainingSessionCreateRequest,
     Unauthorized,
 )
+from pulumi_together_rl.client.errors import MAX_MESSAGE, error_from_response
 
-from .scripted import KEY, Script, error, make_client, reply, resource_json
+from .scripted import KEY, Script, error, make_client, page, reply, resource_json
 
 
 @pytest.mark.parametrize(
@@ -140,10 +143,31 @@ def test_base_url_precedence_and_trailing_v1(monkeypatch, arg, env, expected):
     assert str(script.requests[0].url) == f"{expected}/v1/rl/supported-models"
 
 
-@pytest.mark.parametrize("bad", ["api.together.ai", "ftp://x.example", "http://"])
-def test_base_url_must_be_http(bad):
-    with pytest.raises(ConfigurationError, match="TOGETHER_BASE_URL"):
+BAD_URLS = [
+    "api.together.ai",
+    "ftp://x.example",
+    "http://",
+    "http://[::1",
+    "http://h:99999",
+    "http://a b.example",
+]
+
+
+@pytest.mark.parametrize("bad", BAD_URLS)
+def test_base_url_argument_must_be_a_valid_http_url_and_the_error_names_the_argument(bad):
+    with pytest.raises(ConfigurationError, match="TOGETHER_BASE_URL") as caught:
         TogetherRL(api_key=KEY, base_url=bad)
+    assert "from the base_url argument" in str(caught.value)
+    assert caught.value.__context__ is None
+
+
+@pytest.mark.parametrize("bad", BAD_URLS)
+def test_base_url_from_the_environment_must_be_valid_and_the_error_names_the_variable(monkeypatch, bad):
+    monkeypatch.setenv("TOGETHER_BASE_URL", bad)
+    with pytest.raises(ConfigurationError) as caught:
+        TogetherRL(api_key=KEY)
+    assert "from the TOGETHER_BASE_URL environment variable" in str(caught.value)
+    assert not isinstance(caught.value, httpx.InvalidURL)
 
 
 # ---------------------------------------------------------------------------------------- redaction
@@ -208,7 +232,9 @@ def test_key_in_a_transport_failure_message_is_redacted():
 
 
 def test_ambiguous_create_error_and_logs_never_show_the_key(caplog, capsys):
-    script = Script(error(503, f"oops {KEY}"), reply(200, {"data": [], "meta": {"has_more": False}}))
+    script = Script(
+        page([]), error(503, f"oops {KEY}"), reply(200, {"data": [], "meta": {"has_more": False}})
+    )
     with caplog.at_level(logging.DEBUG), pytest.raises(ServerError) as caught:
         make_client(script, max_attempts=1).create_model_resource(ModelResourceCreateRequest(base_model="m"))
     assert KEY not in str(caught.value)
@@ -218,8 +244,105 @@ def test_ambiguous_create_error_and_logs_never_show_the_key(caplog, capsys):
 
 
 def test_found_line_on_stderr_never_shows_the_key(capsys):
-    script = Script(error(503, f"oops {KEY}"), reply(200, {"data": [resource_json("mr_1", base_model="m")]}))
+    script = Script(
+        page([]), error(503, f"oops {KEY}"), reply(200, {"data": [resource_json("mr_1", base_model="m")]})
+    )
     make_client(script).create_model_resource(ModelResourceCreateRequest(base_model="m"))
     err = capsys.readouterr().err
     assert "found the model resource it made: mr_1" in err
     assert KEY not in err
+
+
+def test_key_straddling_the_message_truncation_point_is_redacted_not_cut():
+    """Redact first, then truncate: cutting first would leave the key's prefix behind."""
+    message = "x" * (MAX_MESSAGE - 20) + f"bad key {KEY}"
+    err = error_from_response(401, {"error": {"message": message, "type": "auth"}}, secret=KEY)
+    assert KEY[:12] not in str(err)
+    assert err.message.endswith("bad key ***")
+    assert len(err.message) <= MAX_MESSAGE
+
+
+def _reachable(err: BaseException) -> list[object]:
+    """Every exception reachable through __cause__/__context__, and every object hanging off one of them."""
+    found: list[object] = []
+    stack: list[object] = [err]
+    seen: set[int] = set()
+    while stack:
+        obj = stack.pop()
+        if obj is None or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        found.append(obj)
+        if isinstance(obj, BaseException):
+            stack += [obj.__cause__, obj.__context__, *obj.args, *vars(obj).values()]
+            for name in ("request", "_request", "response"):
+                try:
+                    stack.append(getattr(obj, name, None))
+                except RuntimeError:  # httpx raises when no request was attached
+                    pass
+        elif isinstance(obj, httpx.Response):
+            stack.append(obj._request)
+    return found
+
+
+def _assert_no_key_reachable(err: BaseException) -> None:
+    for obj in _reachable(err):
+        assert not isinstance(obj, httpx.HTTPError), f"httpx exception reachable: {obj!r}"
+        if isinstance(obj, httpx.Request):
+            assert "authorization" not in obj.headers, f"request with Authorization reachable: {obj!r}"
+            assert KEY not in repr(obj.headers)
+        assert KEY not in repr(obj) and KEY not in str(obj)
+
+
+def _explode_with(kind: type[httpx.HTTPError]):
+    def explode(request: httpx.Request) -> httpx.Response:
+        assert request.headers["Authorization"] == f"Bearer {KEY}"
+        raise kind(f"failed ({request.headers['Authorization']})", request=request)
+
+    return explode
+
+
+@pytest.mark.parametrize(
+    "kind", [httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.DecodingError]
+)
+def test_no_request_with_the_key_is_reachable_from_a_transport_failure(kind):
+    with pytest.raises(TogetherError) as caught:
+        make_client(Script(_explode_with(kind)), max_attempts=1).get_model_resource("mr_1")
+    _assert_no_key_reachable(caught.value)
+
+
+def test_no_request_with_the_key_is_reachable_after_retries():
+    script = Script(*[_explode_with(httpx.ReadError)] * 3)
+    with pytest.raises(ApiConnectionError) as caught:
+        make_client(script, max_attempts=3).list_supported_models()
+    _assert_no_key_reachable(caught.value)
+
+
+@pytest.mark.parametrize("kind", [httpx.ReadTimeout, httpx.RemoteProtocolError])
+def test_no_request_with_the_key_is_reachable_from_an_unanswered_create(kind):
+    script = Script(page([]), _explode_with(kind), _explode_with(httpx.ConnectError))
+    with pytest.raises(TogetherError) as caught:
+        make_client(script, max_attempts=1, settle_window=0).create_model_resource(
+            ModelResourceCreateRequest(base_model="m")
+        )
+    assert "looking for it failed" in str(caught.value)
+    _assert_no_key_reachable(caught.value)
+
+
+def test_no_request_with_the_key_is_reachable_from_a_failed_snapshot_or_a_bad_body():
+    with pytest.raises(TogetherError) as caught:
+        make_client(Script(_explode_with(httpx.ConnectError)), max_attempts=1).create_training_session(
+            TrainingSessionCreateRequest(model_resources_id="mr_1")
+        )
+    assert "nothing was sent" in str(caught.value)
+    _assert_no_key_reachable(caught.value)
+    with pytest.raises(ApiError) as caught:
+        make_client(Script(reply(200, {"id": KEY}))).get_model_resource("mr_1")
+    _assert_no_key_reachable(caught.value)
+
+
+def test_server_errors_carry_no_context_at_all():
+    with pytest.raises(ServerError) as caught:
+        make_client(Script(error(500, f"echo {KEY}")), max_attempts=1).get_model_resource("mr_1")
+    assert caught.value.__context__ is None and caught.value.__cause__ is None
+    _assert_no_key_reachable(caught.value)

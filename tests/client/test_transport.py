@@ -18,6 +18,7 @@ from pulumi_together_rl.client import (
     NotFound,
     RateLimited,
     ServerError,
+    TogetherError,
     TrainingSessionUpdateRequest,
 )
 from pulumi_together_rl.client.transport import parse_retry_after
@@ -171,7 +172,34 @@ def test_transport_failures_become_our_errors_with_maybe_sent(failure, kind, may
     # Resources never see httpx: nothing httpx is raised, chained or kept as context.
     assert not isinstance(err, httpx.HTTPError)
     assert err.__cause__ is None
-    assert err.__suppress_context__
+    assert err.__context__ is None
+
+
+def test_bad_content_encoding_is_our_error_and_is_retried_for_a_get():
+    def garbled(request):
+        return httpx.Response(200, headers={"content-encoding": "gzip"}, content=b"not gzip at all")
+
+    script = Script(garbled, reply(200, resource_json("mr_1")))
+    assert make_client(script).get_model_resource("mr_1").id == "mr_1"
+    script = Script(garbled)
+    with pytest.raises(ApiConnectionError) as caught:
+        make_client(script, max_attempts=1).get_model_resource("mr_1")
+    assert "could not be decoded" in str(caught.value)
+    assert caught.value.maybe_sent is True
+    assert caught.value.__context__ is None
+
+
+@pytest.mark.parametrize("failure", [httpx.TooManyRedirects, httpx.InvalidURL], ids=lambda f: f.__name__)
+def test_other_httpx_exceptions_never_escape(failure):
+    def explode(request):
+        if failure is httpx.TooManyRedirects:
+            raise failure("too many", request=request)
+        raise failure("odd")
+
+    with pytest.raises(TogetherError) as caught:
+        make_client(Script(explode), max_attempts=1).get_model_resource("mr_1")
+    assert not isinstance(caught.value, httpx.HTTPError)
+    assert failure.__name__ in str(caught.value)
 
 
 @pytest.mark.parametrize("failure", [httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError])

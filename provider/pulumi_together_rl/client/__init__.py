@@ -22,6 +22,7 @@ _EXPORTS.update(
         (
             "TogetherError",
             "ConfigurationError",
+            "InvalidArgument",
             "ApiError",
             "BadRequest",
             "Unauthorized",

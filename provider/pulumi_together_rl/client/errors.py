@@ -11,11 +11,21 @@ from typing import Any
 
 
 class TogetherError(Exception):
-    """Base of every error this client raises."""
+    """Base of every error this client raises.
+
+    ``maybe_created`` is True on the error a create raises when the object it asked for may exist anyway
+    (its answer was lost and it was not found): running the create again could make a second one.
+    """
+
+    maybe_created: bool = False
 
 
 class ConfigurationError(TogetherError):
-    """The client cannot be built as configured (for example: no API key)."""
+    """The client cannot be built or used as configured (for example: no API key, or it is closed)."""
+
+
+class InvalidArgument(TogetherError, ValueError):
+    """A call this client refuses before sending anything (for example: an id that is not one path segment)."""
 
 
 class ApiError(TogetherError):
@@ -107,6 +117,9 @@ class ApiTimeout(ApiConnectionError):
     """The request timed out. A read timeout means the server may have acted."""
 
 
+#: Longest server message kept in an error (a proxy can answer a whole HTML page).
+MAX_MESSAGE = 2000
+
 _STATUS_CLASSES: dict[int, type[ApiError]] = {
     400: BadRequest,
     401: Unauthorized,
@@ -151,7 +164,8 @@ def error_from_response(
         etype = code = param = None
     return error_class_for(status)(
         status,
-        redact(message[:2000], secret),
+        # Redact first: truncating first could cut a key in two and leave its prefix in the message.
+        redact(message, secret)[:MAX_MESSAGE],
         type=redact(etype, secret) if isinstance(etype, str) else None,
         code=redact(code, secret) if isinstance(code, str) else None,
         param=redact(param, secret) if isinstance(param, str) else None,

@@ -9,8 +9,15 @@ Rules that make these safe against a live, evolving API:
 * Request models are serialised with :meth:`WireModel.to_wire`, which sends only the fields that were set, so
   "omitted = unchanged" (PATCH) and "omitted = server default" (create) hold; ``""`` is sent as given.
 * Error codes are kept as plain strings (constants below): they only ever reach a message, and an error code
-  the API adds later must still be reported, not rejected. Statuses are strict enums: the lifecycle logic
-  branches on them.
+  the API adds later must still be reported, not rejected.
+* Statuses, GPU types and Muon scaling strategies are *open* enums (:class:`OpenEnum`): the known values are
+  members the lifecycle logic branches on, and a value the API adds later parses as a pseudo-member whose
+  value is the raw string (it serialises back unchanged) and which is in no status group below, so the
+  resource layer treats an unknown status as "active but not ready" instead of failing ``get``/``refresh``.
+  Statuses are open everywhere (``ModelResourceStatus("X")`` works: they are only ever read from the API).
+  GPU types and Muon strategies are open in every wire model (:data:`OpenGpuType`,
+  :data:`OpenMuonScalingStrategy`) but the bare class stays strict (``GpuType("A100")`` raises), because they
+  are user inputs too, and the resource layer validates those against the class to catch typos at preview.
 
 Status groups used by the resource layer live here too, so there is one definition of "gone" or "active".
 """
@@ -52,7 +59,54 @@ class WireModel(BaseModel):
 # --------------------------------------------------------------------------------------------------- enums
 
 
-class ModelResourceStatus(str, Enum):
+_PSEUDO_MEMBERS: dict[tuple[type, str], Any] = {}
+
+
+class OpenEnum(str, Enum):
+    """A string enum that can stand for values it does not know (the API adds statuses and GPU types).
+
+    :meth:`lenient` returns the member for a known value, else a pseudo-member: an instance of the class whose
+    ``value`` and ``name`` are the raw string. It compares equal to that string, round-trips through
+    ``model_dump``/``to_wire``/pickle, is the same object on every lookup, and is not listed by ``list(Cls)``
+    (so it is in no status group). Subclasses whose ``_missing_`` calls :meth:`_open_missing` accept
+    unknown values in the constructor too.
+    """
+
+    @classmethod
+    def lenient(cls, value: Any) -> Any:
+        """The member for ``value``, a pseudo-member for an unknown non-empty string, else ``value`` as is
+        (so that pydantic reports the bad input)."""
+        if isinstance(value, cls):
+            return value
+        known = cls._value2member_map_.get(value) if isinstance(value, str) else None
+        if known is not None:
+            return known
+        if not isinstance(value, str) or not value:
+            return value
+        pseudo = _PSEUDO_MEMBERS.get((cls, value))
+        if pseudo is None:
+            pseudo = str.__new__(cls, value)
+            pseudo._name_ = value
+            pseudo._value_ = value
+            # setdefault: two threads meeting the same new value still share one object.
+            pseudo = _PSEUDO_MEMBERS.setdefault((cls, value), pseudo)
+        return pseudo
+
+    @classmethod
+    def _open_missing(cls, value: object) -> Any:
+        result = cls.lenient(value)
+        return result if isinstance(result, cls) else None
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (type(self).lenient, (self._value_,))
+
+    @property
+    def known(self) -> bool:
+        """False for a pseudo-member made for a value this version does not know."""
+        return type(self).__members__.get(self._name_) is self
+
+
+class ModelResourceStatus(OpenEnum):
     PENDING = "MODEL_RESOURCES_STATUS_PENDING"
     CREATING = "MODEL_RESOURCES_STATUS_CREATING"
     READY = "MODEL_RESOURCES_STATUS_READY"
@@ -60,13 +114,17 @@ class ModelResourceStatus(str, Enum):
     STOPPED = "MODEL_RESOURCES_STATUS_STOPPED"
     STOPPING = "MODEL_RESOURCES_STATUS_STOPPING"
 
+    @classmethod
+    def _missing_(cls, value: object) -> Any:  # open: a status the API adds later still parses
+        return cls._open_missing(value)
+
     @property
     def short(self) -> str:
-        """The short name the guides use (``READY``)."""
-        return self.value.rsplit("_STATUS_", 1)[1]
+        """The short name the guides use (``READY``); the raw value's tail for an unknown status."""
+        return self.value.rsplit("_STATUS_", 1)[-1]
 
 
-class TrainingSessionStatus(str, Enum):
+class TrainingSessionStatus(OpenEnum):
     UNSPECIFIED = "TRAINING_SESSION_STATUS_UNSPECIFIED"
     CREATING = "TRAINING_SESSION_STATUS_CREATING"
     RUNNING = "TRAINING_SESSION_STATUS_RUNNING"
@@ -75,22 +133,32 @@ class TrainingSessionStatus(str, Enum):
     ERROR = "TRAINING_SESSION_STATUS_ERROR"
     EXPIRED = "TRAINING_SESSION_STATUS_EXPIRED"
 
+    @classmethod
+    def _missing_(cls, value: object) -> Any:  # open: a status the API adds later still parses
+        return cls._open_missing(value)
+
     @property
     def short(self) -> str:
-        return self.value.rsplit("_STATUS_", 1)[1]
+        return self.value.rsplit("_STATUS_", 1)[-1]
 
 
-class GpuType(str, Enum):
+class GpuType(OpenEnum):
     H100_80GB = "H100-80GB"
     B200_SXM = "B200-SXM"
 
 
-class MuonScalingStrategy(str, Enum):
+class MuonScalingStrategy(OpenEnum):
     UNSPECIFIED = "MUON_SCALING_STRATEGY_UNSPECIFIED"
     MATCH_ADAM = "MUON_SCALING_STRATEGY_MATCH_ADAM"
     ORIGINAL = "MUON_SCALING_STRATEGY_ORIGINAL"
     # Older spellings seen in earlier SDK builds; accepted when parsing.
     MATCH_ADAMW = "MUON_SCALING_STRATEGY_MATCH_ADAMW"
+
+
+OpenGpuType = Annotated[GpuType, BeforeValidator(GpuType.lenient)]
+"""A GPU type in a wire model: a type the API adds later parses as a pseudo-member."""
+OpenMuonScalingStrategy = Annotated[MuonScalingStrategy, BeforeValidator(MuonScalingStrategy.lenient)]
+"""A Muon scaling strategy in a wire model: one the API adds later parses as a pseudo-member."""
 
 
 class ModelResourceErrorCode:
@@ -162,7 +230,7 @@ class AdamConfig(WireModel):
 
 
 class MuonConfig(WireModel):
-    scaling_strategy: MuonScalingStrategy | None = None
+    scaling_strategy: OpenMuonScalingStrategy | None = None
 
 
 class OptimizerConfig(WireModel):
@@ -175,7 +243,7 @@ class OptimizerConfig(WireModel):
 class ComputeConfigParams(WireModel):
     """Compute layout in a create / estimate-cost request."""
 
-    gpu_type: GpuType | None = None
+    gpu_type: OpenGpuType | None = None
     num_generator_replicas: int | None = None
 
 
@@ -183,7 +251,7 @@ class ComputeConfig(WireModel):
     """Compute layout as provisioned (response)."""
 
     num_generator_replicas: int
-    gpu_type: GpuType | None = None
+    gpu_type: OpenGpuType | None = None
 
 
 class StatusDetails(WireModel):
@@ -370,14 +438,14 @@ class TrainerConfig(WireModel):
 
 
 class SupportedComputeConfig(WireModel):
-    gpu_type: GpuType
+    gpu_type: OpenGpuType
     generator_config: GeneratorConfig | None = None
     trainer_config: TrainerConfig | None = None
 
 
 class SupportedModel(WireModel):
     base_model: str
-    default_gpu_type: GpuType | None = None
+    default_gpu_type: OpenGpuType | None = None
     compute_configs: list[SupportedComputeConfig] = Field(default_factory=list)
 
 

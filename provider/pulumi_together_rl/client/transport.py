@@ -1,7 +1,9 @@
 """The HTTP layer: one ``httpx.Client``, authentication, timeouts, retries, and the one error mapping.
 
 Every request carries ``Authorization: Bearer <key>``, a User-Agent naming this project, and a timeout.
-Failures leave this module only as :mod:`.errors` exceptions, never as ``httpx`` ones.
+Failures leave this module only as :mod:`.errors` exceptions, never as ``httpx`` ones, and they are raised
+outside the ``except`` block that caught the ``httpx`` error, so neither ``__cause__`` nor ``__context__`` leads
+back to an ``httpx.Request`` (which holds the ``Authorization`` header).
 
 Retries live here and nowhere else. Each request names a :class:`RetryPolicy`:
 
@@ -10,7 +12,11 @@ Retries live here and nowhere else. Each request names a :class:`RetryPolicy`:
 * ``CREATE``: a create is resent only when it provably did not reach the server (the connection or its
   timeout failed before anything was written) or when the server refused it with 429 ("nothing created").
   A 5xx, a read timeout or a connection broken after sending is *ambiguous*: the server may have made the
-  object, so the error goes back to the caller (``api.py``), which looks the object up before resending.
+  object, so the error goes back to the caller (``api.py``), which looks the object up (see
+  :func:`ambiguity` for the two kinds of ambiguous failure).
+* ``CREATE_CAPPED``: like ``CREATE``, except that 429 is not retried either: it is a hard cap (a training
+  session create refused with 429 is the per-resource session limit; resending cannot succeed until a
+  session ends, so it is raised at once).
 
 Delays: capped exponential backoff with full jitter (``uniform(0, min(cap, base * 2**n))``), unless the server
 says how long to wait (``retry-after-ms``, then ``Retry-After`` in seconds or as an HTTP date), which is honoured
@@ -40,6 +46,7 @@ from .errors import (
     ApiConnectionError,
     ApiError,
     ApiTimeout,
+    ConfigurationError,
     RateLimited,
     ServerError,
     TogetherError,
@@ -64,6 +71,16 @@ class RetryPolicy(enum.Enum):
 
     IDEMPOTENT = "idempotent"
     CREATE = "create"
+    CREATE_CAPPED = "create-capped"
+
+
+#: A create failure the caller cannot read as "created" or "not created"; see :func:`ambiguity`.
+ANSWERED = "answered"
+UNANSWERED = "unanswered"
+
+#: 5xx statuses a gateway or proxy answers for an origin that did not (or not in time): the origin may still
+#: be working on the request. 520-524 are the usual CDN "origin failed" statuses.
+GATEWAY_STATUSES = frozenset({502, 504, 520, 521, 522, 523, 524})
 
 
 class Attempts:
@@ -172,14 +189,28 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - current)
 
 
+def ambiguity(error: BaseException) -> str | None:
+    """How a failed create may have acted: ``None`` (it did not), :data:`ANSWERED` or :data:`UNANSWERED`.
+
+    * ``ANSWERED``: the server itself answered a 5xx (other than the gateway statuses): it has finished
+      handling the request, so whatever it made exists by now.
+    * ``UNANSWERED``: no readable answer came from the server itself (read timeout, connection broken after
+      sending, a gateway's 502/504, a 2xx whose body could not be read): the server may still be working on
+      the request, and an object may appear later.
+    """
+    if isinstance(error, ServerError):
+        return UNANSWERED if error.status in GATEWAY_STATUSES else ANSWERED
+    if isinstance(error, ApiConnectionError):
+        return UNANSWERED if error.maybe_sent else None
+    # A 2xx whose body could not be read: the server acted, we just cannot tell what it made.
+    if isinstance(error, ApiError) and 200 <= error.status < 300:
+        return UNANSWERED
+    return None
+
+
 def is_ambiguous(error: BaseException) -> bool:
     """True when a failed create may nevertheless have created its object on the server."""
-    if isinstance(error, ServerError):
-        return True
-    if isinstance(error, ApiConnectionError):
-        return error.maybe_sent
-    # A 2xx whose body could not be read: the server acted, we just cannot tell what it made.
-    return isinstance(error, ApiError) and 200 <= error.status < 300
+    return ambiguity(error) is not None
 
 
 class Transport:
@@ -278,6 +309,10 @@ class Transport:
         """Sleep :meth:`retry_delay` (used by the create path between a failed send and its lookup)."""
         self._sleep(self.retry_delay(budget, error))
 
+    def wait(self, seconds: float) -> None:
+        """Sleep through the injected ``sleep`` (so tests never wait for real)."""
+        self._sleep(seconds)
+
     def close(self) -> None:
         self._http.close()
 
@@ -294,31 +329,23 @@ class Transport:
             # Connect errors are always safe; after sending, only an idempotent call may go again.
             return policy is RetryPolicy.IDEMPOTENT or not error.maybe_sent
         if isinstance(error, RateLimited):
-            return True  # "refused, nothing done": safe even for a create
+            # "Refused, nothing done": safe even for a create, unless the 429 is a hard cap.
+            return policy is not RetryPolicy.CREATE_CAPPED
         if isinstance(error, ServerError):
             return policy is RetryPolicy.IDEMPOTENT
         return False
 
     def _send_once(self, method: str, path: str, query: Mapping[str, Any], body: Any) -> Any:
-        """One HTTP exchange: the parsed body of a 2xx, else the mapped error is raised."""
-        key = self._secret.reveal()
-        try:
-            response = self._http.request(method, path, params=query or None, json=body)
-        except httpx.TimeoutException as exc:
-            sent = not isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
-            what = "timed out after the request was sent" if sent else "timed out before connecting"
-            raise ApiTimeout(_describe(what, exc, key), method=method, path=path, maybe_sent=sent) from None
-        except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
-            # Our request is unusable (bad URL, bad header): resending cannot help.
-            raise _UnusableRequest(
-                _describe("request not sent", exc, key), method=method, path=path
-            ) from None
-        except httpx.TransportError as exc:
-            sent = not isinstance(exc, httpx.ConnectError)
-            what = "connection broke after the request was sent" if sent else "could not connect"
-            raise ApiConnectionError(
-                _describe(what, exc, key), method=method, path=path, maybe_sent=sent
-            ) from None
+        """One HTTP exchange: the parsed body of a 2xx, else the mapped error is raised.
+
+        Every error is raised after its ``except`` block has ended, so it carries no ``__context__``.
+        """
+        if self._http.is_closed:
+            raise _closed()
+        response, failure = self._exchange(method, path, query, body)
+        if failure is not None:
+            raise failure
+        assert response is not None
         status = response.status_code
         try:
             payload = response.json() if response.content else {}
@@ -335,12 +362,50 @@ class Transport:
             path=path,
             request_id=_request_id(response.headers),
             retry_after=parse_retry_after(response.headers),
-            secret=key,
+            secret=self._secret.reveal(),
         )
+
+    def _exchange(
+        self, method: str, path: str, query: Mapping[str, Any], body: Any
+    ) -> tuple[httpx.Response | None, TogetherError | None]:
+        """Send; return the response, or the mapped error (not raised here: see :meth:`_send_once`)."""
+        key = self._secret.reveal()
+        where = {"method": method, "path": path}
+        try:
+            return self._http.request(method, path, params=query or None, json=body), None
+        except httpx.TimeoutException as exc:
+            sent = not isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
+            what = "timed out after the request was sent" if sent else "timed out before connecting"
+            return None, ApiTimeout(_describe(what, exc, key), maybe_sent=sent, **where)
+        except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL) as exc:
+            # Our request is unusable (bad URL, bad header): resending cannot help.
+            return None, _UnusableRequest(_describe("request not sent", exc, key), **where)
+        except httpx.TransportError as exc:
+            sent = not isinstance(exc, httpx.ConnectError)
+            what = "connection broke after the request was sent" if sent else "could not connect"
+            return None, ApiConnectionError(_describe(what, exc, key), maybe_sent=sent, **where)
+        except httpx.DecodingError as exc:
+            # The server answered, but the body could not be decoded (for example a bad Content-Encoding
+            # from a proxy): for a create, whatever it did is unknown.
+            what = "the response could not be decoded"
+            return None, ApiConnectionError(_describe(what, exc, key), maybe_sent=True, **where)
+        except httpx.HTTPError as exc:
+            # Any other httpx failure (TooManyRedirects, ...): the request may have been sent.
+            return None, ApiConnectionError(_describe("request failed", exc, key), maybe_sent=True, **where)
+        except RuntimeError:
+            if not self._http.is_closed:  # pragma: no cover - httpx raises RuntimeError only when closed
+                raise
+            return None, _closed()
 
 
 class _UnusableRequest(ApiConnectionError):
     """The request could not be built or sent at all (never retried)."""
+
+
+def _closed() -> ConfigurationError:
+    return ConfigurationError(
+        "this Together RL client is closed (close() was called, or its `with` block ended); create a new one"
+    )
 
 
 def _describe(what: str, exc: Exception, key: str) -> str:
