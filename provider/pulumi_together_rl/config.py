@@ -60,6 +60,7 @@ class Settings:
 
 _lock = threading.Lock()
 _configured: dict[str, Any] = {}
+_warned_poll_interval = False  # a bad poll interval is reported once per process, not at every wait
 
 
 def configure(config: Any) -> None:
@@ -79,9 +80,11 @@ def configure(config: Any) -> None:
 
 
 def reset() -> None:
-    """Forget the recorded stack config (tests)."""
+    """Forget the recorded stack config and the warnings already given (tests)."""
+    global _warned_poll_interval
     with _lock:
         _configured.clear()
+        _warned_poll_interval = False
 
 
 def current(environ: Mapping[str, str] | None = None) -> Settings:
@@ -106,13 +109,18 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def _poll_interval(raw: Any) -> float:
+    global _warned_poll_interval
     if raw is None:
         return DEFAULT_POLL_INTERVAL
     try:
         value = float(raw)
     except (TypeError, ValueError):
         value = -1.0
-    if value <= 0:
+    if not value > 0:  # also NaN
+        with _lock:
+            warned, _warned_poll_interval = _warned_poll_interval, True
+        if warned:
+            return DEFAULT_POLL_INTERVAL
         print(
             f"warning: ignoring poll interval {raw!r} (from {CONFIG_POLL_INTERVAL} or {ENV_POLL_INTERVAL}): "
             f"it must be a number of seconds > 0; using {DEFAULT_POLL_INTERVAL:g} s",

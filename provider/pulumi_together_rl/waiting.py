@@ -7,7 +7,9 @@ will, or ``timeout`` seconds pass. Rules:
   is capped at ``poll_interval`` (default :data:`DEFAULT_POLL_INTERVAL`, 10 s like the official SDK's helpers).
   The last sleep is shortened so one final poll happens at the deadline.
 * Not-found is a state: ``fetch`` returns ``None`` for an object that does not exist (yet or any more), and the
-  predicates decide what that means (a stop is done, a create is failed).
+  predicates decide what that means (a stop is done, a create is failed). ``not_found_grace`` covers an API
+  with read-after-write lag: for that many seconds from the start a ``None`` means "not visible yet" and the
+  predicates are not asked (a create keeps polling instead of failing on its object's first 404).
 * A failed state raises :class:`WaitFailed`, which carries the API's own ``error.code`` and ``error.message``
   when the object has them.
 * A timeout raises :class:`WaitTimeout`, naming the last state seen.
@@ -100,6 +102,7 @@ def wait_for(
     describe: Callable[[T | None], str],
     timeout: float,
     poll_interval: float = DEFAULT_POLL_INTERVAL,
+    not_found_grace: float = 0.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     out: IO[str] | None = None,
@@ -107,8 +110,9 @@ def wait_for(
     """Poll ``fetch`` until ``done(obj)``; return the last object (``None`` = not found).
 
     ``describe(obj)`` renders the state for progress lines and errors (``"model resource 3f2a…: PENDING"``).
-    ``done`` is consulted before ``failed``. Raises :class:`WaitFailed` or :class:`WaitTimeout`; exceptions
-    from ``fetch`` propagate unchanged.
+    ``done`` is consulted before ``failed``; while ``fetch`` returns ``None`` within the first
+    ``not_found_grace`` seconds, neither is (the object is not visible yet). Raises :class:`WaitFailed` or
+    :class:`WaitTimeout`; exceptions from ``fetch`` propagate unchanged.
     """
     out = out if out is not None else sys.stderr
     poll_interval = max(float(poll_interval), 0.001)
@@ -124,9 +128,10 @@ def wait_for(
         if description != last_line or now - last_print >= PROGRESS_EVERY:
             _progress(out, f"{description}, {format_elapsed(elapsed)}")
             last_line, last_print = description, now
-        if done(obj):
+        not_visible_yet = obj is None and elapsed < not_found_grace
+        if not not_visible_yet and done(obj):
             return obj
-        if failed(obj):
+        if not not_visible_yet and failed(obj):
             raise WaitFailed(last=obj, description=description, elapsed=elapsed)
         remaining = timeout - elapsed
         if remaining <= 0:

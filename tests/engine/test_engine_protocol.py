@@ -9,13 +9,19 @@ shows what reached the API.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import pytest
 
 from pulumi_together_rl.client import TogetherRL
-from pulumi_together_rl.client.models import RESOURCE_ACTIVE, SESSION_GONE
+from pulumi_together_rl.client.models import (
+    RESOURCE_ACTIVE,
+    SESSION_GONE,
+    ModelResourceStatus,
+    TrainingSessionCreateRequest,
+)
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
 from support.engine import (
@@ -84,6 +90,18 @@ def up(engine, *, display_name="run", rank=8, inactive_timeout=None, preview=Fal
     return deployment.result
 
 
+def next_command(engine: StandInEngine, emulator) -> ProviderProcess:
+    """The next `pulumi` command: the Pulumi CLI starts the dynamic-provider plugin afresh for each command, so
+    this is a NEW provider process (no cache of the earlier commands), configured the same way, on an engine
+    holding the same state. The caller stops the process."""
+    process = ProviderProcess(env=NO_API_ENV)
+    fresh = StandInEngine(process)
+    fresh.state = copy.deepcopy(engine.state)
+    fresh._meta = copy.deepcopy(engine._meta)  # dependencies and order, as the state file keeps them
+    fresh.configure(stack_config(emulator), secret_keys=["together:apiKey"])
+    return fresh
+
+
 def live(emulator) -> tuple[dict[str, dict], dict[str, dict]]:
     state = emulator.control.state()
     return (
@@ -113,12 +131,16 @@ def test_create_same_rename_new_rank_refresh_destroy(engine, emulator):
     assert sessions[run["id"]]["status"].endswith("RUNNING") and run["outputs"]["status"] == "RUNNING"
     assert sessions[run["id"]]["model_resources_id"] == gpu["id"]
 
-    # unchanged up: same steps (DIFF_NONE), no Create/Update, no HTTP at all
-    control.requests(clear=True)
-    engine.calls.clear()
-    assert up(engine).steps == [("same", "gpu"), ("same", "run")]
-    assert engine.rpcs() == [("Check", "gpu"), ("Diff", "gpu"), ("Check", "run"), ("Diff", "run")]
-    assert control.requests() == []
+    # unchanged up, as a new command: a NEW provider process (empty caches), same steps (DIFF_NONE), no
+    # Create/Update, no HTTP at all (check asks the API only about inputs that changed)
+    fresh = next_command(engine, emulator)
+    try:
+        control.requests(clear=True)
+        assert up(fresh).steps == [("same", "gpu"), ("same", "run")]
+        assert fresh.rpcs() == [("Check", "gpu"), ("Diff", "gpu"), ("Check", "run"), ("Diff", "run")]
+        assert control.requests() == []
+    finally:
+        fresh.process.stop()
 
     # rename: PATCH in place
     control.requests(clear=True)
@@ -294,4 +316,39 @@ def test_program_through_engine_backed_mocks_up_again_change_config_destroy(engi
 
     engine.destroy()
     assert engine.state == {}
+    assert_nothing_active(emulator)
+
+
+def test_force_stop_deployed_on_its_own_lets_a_replacement_stop_a_resource_with_sessions(engine, emulator):
+    """Pulumi deletes the old resource with its OLD inputs, so force_stop=True set in the same `up` as a replacing
+    change cannot reach that delete: the refusal says to deploy force_stop=True on its own first."""
+    with engine.deployment() as deployment:
+        deployment.register(MR, "gpu", {"__provider": MR_BLOB, "base_model": MODEL})
+    gpu_id = engine.resource("gpu")["id"]
+    with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        # A session started outside Pulumi (a training script using the SDK on the Pulumi-managed GPU).
+        outside = client.create_training_session(TrainingSessionCreateRequest(model_resources_id=gpu_id))
+
+    def up_gpu(**extra):
+        with engine.deployment() as deployment:
+            deployment.register(MR, "gpu", {"__provider": MR_BLOB, "base_model": MODEL, **extra})
+        return deployment.result
+
+    with pytest.raises(ProviderRpcError) as refused:
+        up_gpu(inactive_timeout=600, force_stop=True)  # in the same `up` as the change: too late
+    assert outside.id in refused.value.details and "pulumi up --target" in refused.value.details
+
+    # The advice: deploy force_stop=True as the only change (an update that calls nothing) ...
+    emulator.control.requests(clear=True)
+    assert up_gpu(force_stop=True).steps == [("update", "gpu")]
+    assert writes(emulator) == []
+    # ... then apply the change: the forced stop takes the outside session down too.
+    assert up_gpu(inactive_timeout=600, force_stop=True).ops("gpu") == ["delete-replaced", "replace"]
+    resources, sessions = live(emulator)
+    assert resources[gpu_id]["status"] in {
+        ModelResourceStatus.STOPPING.value,
+        ModelResourceStatus.STOPPED.value,
+    }
+    assert sessions[outside.id]["status"] not in {"TRAINING_SESSION_STATUS_RUNNING"}
+    engine.destroy()
     assert_nothing_active(emulator)

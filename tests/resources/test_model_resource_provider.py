@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+from pulumi_together_rl.resources import _base
 from pulumi_together_rl.resources._base import ProviderError
 
 from .conftest import MODEL, configure
@@ -103,18 +104,60 @@ def test_delete_with_attached_sessions_needs_force(rig):
 
     message = str(caught.value)
     assert session.id in message and "force_stop=True" in message
+    # Pulumi deletes with the OLD inputs: force_stop=True must be deployed on its own before the change.
+    assert "last deployed with" in message and "pulumi up --target" in message
+    assert "then apply your change, or run `pulumi destroy`, again" in message
     assert _emulated(rig, created.id)["status"] == "MODEL_RESOURCES_STATUS_READY"
 
 
 def test_delete_with_force_stop_stops_attached_sessions_and_logs_them(rig, capsys):
     created = rig.create_resource(force_stop=True)
     session = rig.client.create_training_session(TrainingSessionCreateRequest(model_resources_id=created.id))
+    ended = rig.client.create_training_session(TrainingSessionCreateRequest(model_resources_id=created.id))
+    rig.client.stop_training_session(ended.id)
 
     rig.resources.delete(created.id, created.outs)
 
     assert _emulated(rig, created.id)["status"] in STOPPED_OR_STOPPING
     assert rig.client.get_training_session(session.id).status.short in {"STOPPING", "STOPPED"}
-    assert f"also stopped training sessions {session.id}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # Only the sessions the forced stop really ended (CREATING/RUNNING) are named.
+    assert f"also stopped training sessions {session.id}\n" in err and ended.id not in err
+
+
+def test_delete_with_force_stop_says_when_listing_the_sessions_failed(rig, capsys):
+    created = rig.create_resource(force_stop=True)
+    rig.client.create_training_session(TrainingSessionCreateRequest(model_resources_id=created.id))
+    rig.control.add_fault(method="GET", path=r"/v1/rl/training-sessions$", status=403, times=5)
+
+    rig.resources.delete(created.id, created.outs)
+
+    assert _emulated(rig, created.id)["status"] in STOPPED_OR_STOPPING
+    assert "listing its training sessions failed" in capsys.readouterr().err
+
+
+def test_delete_of_a_stopped_resource_whose_stop_is_refused_succeeds(rig, capsys):
+    created = rig.create_resource()
+    rig.client.stop_model_resource(created.id)
+    # The API's answer to stopping a stopped resource is undocumented: a 409 must not fail the destroy.
+    rig.control.add_fault(method="POST", path=rf"/model-resources/{created.id}/stop$", status=409, times=1)
+
+    rig.resources.delete(created.id, created.outs)
+
+    assert "already STOP" in capsys.readouterr().err
+
+
+def test_delete_of_a_live_resource_whose_stop_is_refused_reports_the_refusal(rig):
+    created = rig.create_resource()
+    rig.control.add_fault(
+        method="POST", path=rf"/model-resources/{created.id}/stop$", status=409, message="busy", times=1
+    )
+
+    with pytest.raises(ProviderError) as caught:
+        rig.resources.delete(created.id, created.outs)
+
+    assert "HTTP 409: busy" in str(caught.value) and caught.value.todo
+    assert _emulated(rig, created.id)["status"] == "MODEL_RESOURCES_STATUS_READY"
 
 
 def test_delete_of_a_stopped_or_unknown_resource_succeeds(rig):
@@ -227,3 +270,156 @@ def test_an_interrupt_while_waiting_stops_the_resource_and_propagates(rig, monke
 
     (resource,) = rig.control.state()["model_resources"]
     assert resource["status"] in STOPPED_OR_STOPPING
+
+
+# ----------------------------------------------------------------------------- read-after-write lag, abandon
+
+
+def _live(rig):
+    return [r for r in rig.control.state()["model_resources"] if r["status"] not in _GONE]
+
+
+_GONE = {"MODEL_RESOURCES_STATUS_STOPPING", "MODEL_RESOURCES_STATUS_STOPPED", "MODEL_RESOURCES_STATUS_ERROR"}
+_GET_ONE = r"/v1/rl/model-resources/[^/]+$"
+_STOP = r"/v1/rl/model-resources/[^/]+/stop$"
+
+
+@pytest.fixture
+def quick_abandon(monkeypatch):
+    from pulumi_together_rl.resources import model_resource
+
+    monkeypatch.setattr(model_resource, "NOT_FOUND_GRACE", 0.1)
+    monkeypatch.setattr(_base, "ABANDON_STOP_RETRY_DELAYS", (0.01, 0.01))
+
+
+def test_a_404_just_after_the_post_is_read_after_write_lag_not_a_failure(rig):
+    rig.control.add_fault(method="GET", path=_GET_ONE, status=404, times=2)
+
+    created = rig.create_resource()
+
+    assert created.outs["status"] == "READY"
+    assert [r["id"] for r in _live(rig)] == [created.id]  # recorded in the state, not leaked
+
+
+def test_a_lasting_404_after_the_post_stops_the_resource_retrying_a_stop_that_404s(rig, quick_abandon):
+    rig.control.add_fault(method="GET", path=_GET_ONE, status=404, times=1000)
+    rig.control.add_fault(method="POST", path=_STOP, status=404, times=1)
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource()
+
+    (resource,) = rig.control.state()["model_resources"]
+    assert resource["status"] in STOPPED_OR_STOPPING  # the second stop went through
+    assert "It has been stopped: nothing is left billing" in str(caught.value)
+
+
+def test_a_stop_that_keeps_answering_404_says_the_resource_may_still_exist(rig, quick_abandon):
+    rig.control.add_fault(method="GET", path=_GET_ONE, status=404, times=1000)
+    rig.control.add_fault(method="POST", path=_STOP, status=404, times=1000)
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource()
+
+    (resource,) = rig.control.state()["model_resources"]
+    message = str(caught.value)
+    assert len(rig.posts(f"/model-resources/{resource['id']}/stop")) == 3  # the stop was retried
+    assert message.startswith(f"creating model resource ({resource['id']}):")
+    assert "may still exist" in message and "no longer exists" not in message
+    assert f"GET /v1/rl/model-resources/{resource['id']}" in message
+
+
+def test_a_failed_create_whose_stop_is_refused_for_an_errored_resource_counts_as_stopped(rig):
+    rig.control.fail_next("model_resource", "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED", "pods failed")
+    rig.control.add_fault(method="POST", path=_STOP, status=409, times=1)
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource()
+
+    message = str(caught.value)
+    assert "It is already ERROR: nothing is left billing" in message
+    assert "pods failed" in message and "Fix the cause the API's error gives" in message
+
+
+# ------------------------------------------------------------------------------------------- check, config
+
+
+def test_check_of_unchanged_inputs_makes_no_http_even_in_a_fresh_process(rig):
+    olds = rig.resources.check(
+        {}, {"base_model": MODEL, "compute_config": {"num_generator_replicas": 1}}
+    ).inputs
+    _base.clear_caches()  # a new provider process: nothing cached
+    rig.control.clear_requests()
+
+    again = rig.resources.check({**olds, "__provider": "blob"}, {**olds, "create_timeout": 60.0})
+
+    assert again.failures == [] and rig.control.requests() == []
+    changed = rig.resources.check(olds, {**olds, "compute_config": {"num_generator_replicas": 2}})
+    assert changed.failures == [] and [r["path"] for r in rig.control.requests()] == [
+        "/v1/rl/supported-models"
+    ]
+
+
+def test_the_quick_check_client_has_short_timeouts(rig):
+    client = _base.api_client("checking", "model resource", "x", quick=True)
+
+    assert client._transport.timeout.read <= 5 and client._transport.max_retry_after <= 2
+    assert client._transport.max_attempts == 2
+
+
+def test_a_failed_remote_check_is_remembered_so_a_preview_pays_it_once(rig, capsys):
+    rig.control.add_fault(method="GET", path=r"/supported-models$", status=503, times=100)
+
+    for _ in range(3):  # three ModelResources in one preview
+        assert rig.resources.check({}, {"base_model": MODEL}).failures == []
+
+    assert len([r for r in rig.control.requests() if r["path"] == "/v1/rl/supported-models"]) == 2
+    assert capsys.readouterr().err.count("Skipped the remote checks") == 3  # each resource still warns
+
+
+def test_a_malformed_base_url_is_a_provider_error_naming_the_setting(rig, fresh_provider_state, capsys):
+    configure(rig.resources, {"together:apiKey": "k", "together:baseUrl": "api.together.ai"})
+
+    with pytest.raises(ProviderError) as caught:
+        rig.resources.create({"base_model": MODEL})
+    message = str(caught.value)
+    assert message.startswith(f"creating model resource ({MODEL}): ")
+    assert "together:baseUrl" in message and "TOGETHER_BASE_URL" in message
+
+    with pytest.raises(ProviderError, match=r"^deleting model resource \(mr-1\): "):
+        rig.resources.delete("mr-1", {})
+
+    assert rig.resources.check({}, {"base_model": MODEL}).failures == []  # preview: warns, skips
+    assert "warning" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------- adopt
+
+
+def test_adopt_compares_the_optimizer_kind_not_the_exact_settings(rig):
+    muon = {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}}
+    existing = rig.client.create_model_resource(
+        ModelResourceCreateRequest(base_model=MODEL, optimizer_config=muon)
+    )
+    plain = rig.client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL))
+
+    assert rig.create_resource(adopt_id=existing.id, optimizer_config={"muon": {}}).id == existing.id
+    assert rig.create_resource(adopt_id=plain.id, optimizer_config={"adam": {}}).id == plain.id
+    with pytest.raises(ProviderError, match=r"optimizer_config\.muon\.scaling_strategy"):
+        rig.create_resource(
+            adopt_id=existing.id,
+            optimizer_config={"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAM"}},
+        )
+    with pytest.raises(ProviderError, match="optimizer_config"):
+        rig.create_resource(adopt_id=plain.id, optimizer_config={"muon": {}})
+
+
+def test_an_adopt_that_times_out_says_what_to_do(rig):
+    rig.control.configure(timings={"resource_pending": 60})
+    existing = rig.client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL))
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource(adopt_id=existing.id, create_timeout=0.2)
+
+    assert str(caught.value).startswith(f"adopting model resource ({existing.id}): timed out")
+    assert "raise create_timeout" in caught.value.todo
+    assert rig.posts("/stop") == []  # never ours to stop

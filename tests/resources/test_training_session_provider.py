@@ -10,6 +10,7 @@ from pulumi_together_rl.client.models import (
     TrainingSessionCreateRequest,
     TrainingSessionUpdateRequest,
 )
+from pulumi_together_rl.resources import _base
 from pulumi_together_rl.resources._base import ProviderError
 
 
@@ -195,3 +196,74 @@ def test_adopt_with_a_different_resource_names_the_field(rig, resource_id):
     with pytest.raises(ProviderError, match="model_resources_id"):
         rig.create_session(resource_id, adopt_id=existing.id)
     assert _emulated(rig, existing.id)["status"] == "TRAINING_SESSION_STATUS_RUNNING"
+
+
+def _stop_fault(rig, session_id, status=409):
+    rig.control.add_fault(
+        method="POST",
+        path=rf"/training-sessions/{session_id}/stop$",
+        status=status,
+        message="refused",
+        times=1,
+    )
+
+
+def test_delete_of_a_stopped_session_whose_stop_is_refused_succeeds(rig, resource_id, capsys):
+    created = rig.create_session(resource_id, display_name="s")
+    rig.client.stop_training_session(created.id)
+    _stop_fault(rig, created.id)  # the API's answer to stopping a stopped session is undocumented
+
+    rig.sessions.delete(created.id, created.outs)
+
+    assert "already STOPPED" in capsys.readouterr().err
+
+
+def test_delete_of_a_stopping_session_whose_stop_is_refused_waits_for_the_slot(rig, resource_id):
+    created = rig.create_session(resource_id, display_name="s")
+    rig.control.configure(timings={"session_stopping": 0.15})
+    rig.client.stop_training_session(created.id)
+    _stop_fault(rig, created.id, status=400)
+
+    rig.sessions.delete(created.id, created.outs)
+
+    assert _emulated(rig, created.id)["status"] == "TRAINING_SESSION_STATUS_STOPPED"
+
+
+def test_delete_of_a_running_session_whose_stop_is_refused_reports_the_refusal(rig, resource_id):
+    created = rig.create_session(resource_id, display_name="s")
+    _stop_fault(rig, created.id)
+
+    with pytest.raises(ProviderError, match=r"HTTP 409: refused"):
+        rig.sessions.delete(created.id, created.outs)
+    assert _emulated(rig, created.id)["status"] == "TRAINING_SESSION_STATUS_RUNNING"
+
+
+def test_a_failed_session_create_says_the_session_was_stopped_not_that_nothing_bills(rig, resource_id):
+    rig.control.fail_next("training_session", "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED", "trainer crashed")
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_session(resource_id, display_name="doomed")
+
+    message = str(caught.value)
+    assert "nothing is left billing" not in message  # the model resource still bills
+    assert "It has been stopped: the session is over; its model resource is not affected" in message
+
+
+def test_a_404_just_after_the_post_does_not_fail_the_session_create(rig, resource_id):
+    rig.control.add_fault(method="GET", path=r"/v1/rl/training-sessions/[^/]+$", status=404, times=2)
+
+    created = rig.create_session(resource_id, display_name="s")
+
+    assert created.outs["status"] == "RUNNING"
+
+
+def test_session_check_of_unchanged_inputs_makes_no_http(rig, resource_id):
+    olds = rig.sessions.check({}, {"model_resources_id": resource_id, "lora_config": {"rank": 8}}).inputs
+    _base.clear_caches()  # a new provider process: nothing cached
+    rig.control.clear_requests()
+
+    again = rig.sessions.check(olds, {**olds, "display_name": "renamed"})
+
+    assert again.failures == [] and rig.control.requests() == []
+    rig.sessions.check(olds, {**olds, "lora_config": {"rank": 16}})
+    assert rig.control.requests() != []

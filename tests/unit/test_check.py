@@ -6,6 +6,8 @@ the remote checks themselves are covered against the emulator in tests/resources
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pulumi.output import Unknown
 
@@ -156,3 +158,73 @@ def test_without_a_key_the_remote_check_is_skipped_with_a_warning(capsys):
     assert result.failures == []
     err = capsys.readouterr().err
     assert "warning" in err and "no Together API key" in err
+
+
+def test_adam_takes_no_settings():
+    reasons = failures(
+        _ModelResourceProvider().check({}, {"base_model": MODEL, "optimizer_config": {"adam": {"lr": 0.1}}})
+    )
+    assert set(reasons) == {"optimizer_config.adam.lr"}
+    assert "use {}" in reasons["optimizer_config.adam.lr"]
+    ok = _ModelResourceProvider().check({}, {"base_model": MODEL, "optimizer_config": {"adam": {}}})
+    assert ok.failures == [] and ok.inputs["optimizer_config"] == {"adam": {}}
+
+
+def test_the_legacy_muon_scaling_strategy_spelling_is_rejected():
+    news = {
+        "base_model": MODEL,
+        "optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAMW"}},
+    }
+    reasons = failures(_ModelResourceProvider().check({}, news))
+    assert set(reasons) == {"optimizer_config.muon.scaling_strategy"}
+    assert "MUON_SCALING_STRATEGY_MATCH_ADAM," in reasons["optimizer_config.muon.scaling_strategy"]
+    for strategy in ("MATCH_ADAM", "ORIGINAL", "UNSPECIFIED"):
+        news["optimizer_config"]["muon"]["scaling_strategy"] = f"MUON_SCALING_STRATEGY_{strategy}"
+        assert _ModelResourceProvider().check({}, news).failures == []
+
+
+@pytest.mark.parametrize("seed", [2**53 + 2, -(2**53) - 2, 1e17])
+def test_a_lora_seed_beyond_what_a_double_holds_is_rejected(seed):
+    news = {"model_resources_id": "mr-1", "lora_config": {"seed": seed}}
+    reasons = failures(_TrainingSessionProvider().check({}, news))
+    assert set(reasons) == {"lora_config.seed"}
+    assert "doubles" in reasons["lora_config.seed"]
+
+
+@pytest.mark.parametrize("seed", [0, 2**53, -(2**53), 12345.0])
+def test_a_lora_seed_within_what_a_double_holds_is_accepted(seed):
+    result = _TrainingSessionProvider().check(
+        {}, {"model_resources_id": "mr-1", "lora_config": {"seed": seed}}
+    )
+    assert result.failures == []
+
+
+def test_reasons_never_name_internal_classes():
+    session = _TrainingSessionProvider().check(
+        {},
+        {"model_resources_id": "mr-1", "lora_config": "rank 8", "metadata": {"wandb": ["x"]}},
+    )
+    resource = _ModelResourceProvider().check(
+        {},
+        {"base_model": MODEL, "compute_config": 3, "optimizer_config": {"muon": "fast", "adam": 1}},
+    )
+    reasons = failures(session) | failures(resource)
+    assert set(reasons) == {
+        "lora_config",
+        "metadata.wandb",
+        "compute_config",
+        "optimizer_config.muon",
+        "optimizer_config.adam",
+    }
+    for reason in reasons.values():
+        assert not re.search(r"\b_[A-Z]\w*", reason) and "instance of" not in reason, reason
+    assert "an object with keys rank, alpha, dropout, seed, train_unembed" in reasons["lora_config"]
+    assert "an object with keys entity, project" in reasons["metadata.wandb"]
+    assert "an empty object {}" in reasons["optimizer_config.adam"]
+
+
+def test_an_unknown_gpu_type_is_rejected_locally():
+    news = {"base_model": MODEL, "compute_config": {"gpu_type": "A100"}}
+    reasons = failures(_ModelResourceProvider().check({}, news))
+    assert set(reasons) == {"compute_config.gpu_type"}
+    assert "B200-SXM" in reasons["compute_config.gpu_type"]

@@ -70,3 +70,10 @@ def test_the_key_is_kept_off_the_provider_and_out_of_repr():
     provider.configure(ConfigureRequest(Config(raw_config={"together:apiKey": "s3cret"}, project_name="p")))
     assert vars(provider) == {} and provider.__getstate__() == {}
     assert "s3cret" not in repr(config.current())
+
+
+def test_a_bad_poll_interval_warns_once_per_process(monkeypatch, capsys):
+    monkeypatch.setenv("TOGETHER_RL_POLL_INTERVAL", "-1")
+    for _ in range(3):  # every wait reads the settings
+        assert config.current().poll_interval == DEFAULT_POLL_INTERVAL
+    assert capsys.readouterr().err.count("warning: ignoring poll interval") == 1

@@ -58,6 +58,13 @@ def test_an_explicit_display_name_is_kept(mocks):
 
 
 @pulumi.runtime.test
+def test_the_display_name_default_is_cut_to_the_apis_128_characters(mocks):
+    name = "sweep-" + "x" * 200
+    run = TrainingSession(name, TrainingSessionArgs(model_resources_id="mr-1"))
+    return run.display_name.apply(lambda shown: _equal(shown, name[:128]))
+
+
+@pulumi.runtime.test
 def test_get_reads_an_existing_object_by_id(mocks):
     session = TrainingSession.get("existing", "ts-123")
 
@@ -87,3 +94,30 @@ def test_importing_the_client_does_not_import_pulumi():
     code = "import sys, pulumi_together_rl.client; print('pulumi' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_every_typed_dict_field_has_a_docstring():
+    """The Args' nested shapes are the user's reference too: each field is followed by its docstring."""
+    import ast
+    import inspect
+
+    from pulumi_together_rl.resources import model_resource, training_session
+
+    missing = []
+    for module in (model_resource, training_session):
+        for node in ast.parse(inspect.getsource(module)).body:
+            is_typed_dict = isinstance(node, ast.ClassDef) and any(
+                isinstance(base, ast.Name) and base.id == "TypedDict" for base in node.bases
+            )
+            if not is_typed_dict:
+                continue
+            body = node.body
+            for i, item in enumerate(body):
+                if isinstance(item, ast.AnnAssign):
+                    following = body[i + 1] if i + 1 < len(body) else None
+                    documented = isinstance(following, ast.Expr) and isinstance(
+                        getattr(following, "value", None), ast.Constant
+                    )
+                    if not documented:
+                        missing.append(f"{node.name}.{item.target.id}")
+    assert missing == []

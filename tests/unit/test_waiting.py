@@ -125,3 +125,37 @@ def test_fetch_errors_propagate():
 
     with pytest.raises(RuntimeError, match="boom"):
         run(fetch, fake)
+
+
+def _create_wait(fetch, fake, *, grace, timeout=1000.0):
+    return wait_for(
+        fetch,
+        done=lambda o: o is not None and o.status == "READY",
+        failed=lambda o: o is None or o.status == "ERROR",  # as a create wait: not found = failed
+        describe=lambda o: f"thing: {o.status if o else 'not found'}",
+        timeout=timeout,
+        poll_interval=10.0,
+        not_found_grace=grace,
+        clock=fake.clock,
+        sleep=fake.sleep,
+        out=io.StringIO(),
+    )
+
+
+def test_not_found_within_the_grace_period_is_not_visible_yet():
+    fake = FakeTime()
+    result = _create_wait(states(None, None, obj("READY")), fake, grace=60.0)
+    assert result.status == "READY"
+
+
+def test_not_found_after_the_grace_period_is_failed():
+    fake = FakeTime()
+    with pytest.raises(WaitFailed) as caught:
+        _create_wait(states(None), fake, grace=60.0)
+    assert caught.value.elapsed >= 60.0 and caught.value.last is None
+
+
+def test_the_timeout_still_applies_within_the_grace_period():
+    fake = FakeTime()
+    with pytest.raises(WaitTimeout):
+        _create_wait(states(None), fake, grace=60.0, timeout=5.0)

@@ -10,17 +10,23 @@ write the result" on top of it.
   ``<doing what> <kind> (<id>): <cause>. <what to do>``.
 * ``check`` helpers validate with the resource's pydantic "validated inputs" model, turn every pydantic error
   into one ``CheckFailure`` per property path, and leave values that are unknown at preview untouched.
+* The remote part of ``check`` goes through :func:`remote_check` (a quick client: short timeouts, one retry; a
+  failure warns, skips, and is remembered for a minute) and runs only for new or changed inputs
+  (:func:`needs_remote_check`), so an unchanged ``pulumi up`` makes no HTTP call.
 * ``diff`` helpers compare canonical forms of the real inputs only; they never make HTTP calls.
+* Lifecycle helpers: :func:`wait` (with a grace for read-after-write lag), :func:`look_after_refused_stop`
+  (a refused stop is judged by the object's state) and :func:`abandon` (stop what a failed create made).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, get_args
 
 from pulumi.dynamic import CheckFailure, ConfigureRequest, DiffResult, ResourceProvider
 from pulumi.output import Unknown
@@ -56,10 +62,26 @@ class ProviderError(Exception):
         super().__init__(f"{doing} {kind}{where}: {cause.rstrip('.')}.{tail}")
 
 
-def explain(exc: BaseException) -> tuple[str, str]:
-    """(cause, what to do) for an exception raised by the client or a wait."""
+RERUN = "Run the command again"
+UNEXPECTED_TODO = (
+    "Run the command again; if it fails the same way, report it as a bug of pulumi-together-rl, "
+    "with this message"
+)
+BASE_URL_TODO = (
+    "Set together:baseUrl (`pulumi config set together:baseUrl https://api.together.ai`) or TOGETHER_BASE_URL "
+    "to an http(s) URL, or unset both for the default"
+)
+
+
+def explain(exc: BaseException, doing: str = "") -> tuple[str, str]:
+    """(cause, what to do) for an exception raised by the client or a wait; the "what to do" is never empty.
+
+    ``doing`` ("creating", "adopting", "deleting", ...) picks the advice where it depends on the operation:
+    which timeout to raise, and what to check when an adopt fails.
+    """
+    adopting = doing == "adopting"
     if isinstance(exc, ProviderError):
-        return exc.cause, exc.todo
+        return exc.cause, exc.todo or UNEXPECTED_TODO
     if isinstance(exc, errors.Unauthorized):
         return f"the API rejected the key (HTTP 401: {exc.message})", (
             "Check together:apiKey (`pulumi config set --secret together:apiKey <key>`) or TOGETHER_API_KEY"
@@ -75,19 +97,60 @@ def explain(exc: BaseException) -> tuple[str, str]:
         return f"the API rejected the request (HTTP {exc.status}{param}: {exc.message})", (
             "Fix that input and run `pulumi up` again"
         )
+    if isinstance(exc, errors.NotFound):
+        return f"the API answered HTTP 404: {exc.message or 'not found'}", (
+            "Check adopt_id, or remove it to create a new object"
+            if adopting
+            else "Run `pulumi refresh` to drop objects that no longer exist, then run the command again"
+        )
+    if isinstance(exc, errors.Conflict):
+        message = exc.message or "no message"
+        return f"the API refused it in the object's current state (HTTP 409: {message})", (
+            "Check the object's status, then run the command again"
+        )
+    if isinstance(exc, errors.ServerError):
+        return f"the API failed (HTTP {exc.status}: {exc.message or 'no message'})", (
+            "Run the command again in a few minutes"
+        )
     if isinstance(exc, errors.ApiError):
-        return f"the API answered HTTP {exc.status}: {exc.message or 'no message'}", "Run the command again"
+        return f"the API answered HTTP {exc.status}: {exc.message or 'no message'}", RERUN
     if isinstance(exc, errors.ApiConnectionError):
         return f"the API could not be reached ({exc})", (
             "Check together:baseUrl / TOGETHER_BASE_URL and the network, then run the command again"
         )
-    if isinstance(exc, (WaitFailed, WaitTimeout)):
+    if isinstance(exc, errors.ConfigurationError):
+        return _configuration_cause(exc), (
+            "Check together:apiKey / TOGETHER_API_KEY and together:baseUrl / TOGETHER_BASE_URL, then run the "
+            "command again"
+        )
+    if isinstance(exc, WaitTimeout):
         state = exc.description.split(": ", 1)[-1]  # the message already names the kind and id
-        if isinstance(exc, WaitTimeout):
-            return f"timed out after {format_elapsed(exc.timeout)}; last state: {state}", ""
-        detail = f" with {exc.code}: {exc.api_message or 'no message'}" if exc.code else ""
-        return f"it reached {state}{detail}", ""
-    return f"{type(exc).__name__}: {exc}", ""
+        cause = f"timed out after {format_elapsed(exc.timeout)}; last state: {state}"
+        if doing == "deleting":
+            return cause, "Raise delete_timeout and run the command again"
+        return cause, "If it is waiting in a capacity queue, raise create_timeout; then run `pulumi up` again"
+    if isinstance(exc, WaitFailed):
+        alternative = ", or remove adopt_id to create a new one" if adopting else ""
+        if exc.last is None:
+            return "the API answered 404 (not found) for it", (
+                "It may have been deleted outside Pulumi, or the API is lagging: run `pulumi up` again"
+                + alternative
+            )
+        state = exc.description.split(": ", 1)[-1]  # the message already names the kind and id
+        if exc.code or exc.api_message:
+            detail = f" with {exc.code or 'an error'}: {exc.api_message or 'no message'}"
+            todo = "Fix the cause the API's error gives (inputs, capacity, quota), then run `pulumi up` again"
+        else:
+            detail = ""
+            todo = "Look up why in the API (its status and error), fix that, then run `pulumi up` again"
+        return f"it reached {state}{detail}", todo + alternative
+    return f"{type(exc).__name__}: {exc}", UNEXPECTED_TODO
+
+
+def _configuration_cause(exc: BaseException) -> str:
+    # The client's message carries its own prefix and advice; keep only what went wrong.
+    message = str(exc).removeprefix("creating the Together RL client: ")
+    return re.sub(r"\.\s*Check [^.]*\.?$", "", message).strip()
 
 
 def log(message: str) -> None:
@@ -121,6 +184,16 @@ class BaseProvider(ResourceProvider):
 CHECK_MAX_ATTEMPTS = 2
 """Attempts per request of the remote part of ``check``: a preview must not hang on an unreachable API."""
 
+CHECK_READ_TIMEOUT = 5.0
+"""Read timeout (seconds) of the remote part of ``check`` (connecting gets as long at most)."""
+
+CHECK_MAX_RETRY_AFTER = 2.0
+"""The longest ``Retry-After`` (seconds) the remote part of ``check`` honours before its one retry."""
+
+REMOTE_CHECK_BACKOFF = 60.0
+"""After a remote check fails to reach the API, the next ones in this process skip it for this long (seconds),
+so a preview of many resources pays the failure once."""
+
 _client_lock = threading.Lock()
 _clients: dict[tuple[str, str | None, bool], TogetherRL] = {}
 
@@ -128,7 +201,8 @@ _clients: dict[tuple[str, str | None, bool], TogetherRL] = {}
 def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False) -> TogetherRL:
     """The process's client for the current settings (built lazily, shared by all threads).
 
-    ``quick`` gives a client with few retries, for the optional remote checks.
+    ``quick`` gives a client with one retry, a short read timeout and a short ``Retry-After`` cap, for the
+    optional remote checks. A client that cannot be built (a malformed base URL) is a :class:`ProviderError`.
     """
     settings = config.current()
     if not settings.api_key:
@@ -139,8 +213,17 @@ def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False)
         if client is None:
             from ..client.api import TogetherRL
 
-            extra = {"max_attempts": CHECK_MAX_ATTEMPTS} if quick else {}
-            client = TogetherRL(api_key=settings.api_key, base_url=settings.base_url, **extra)
+            extra: dict[str, Any] = {}
+            if quick:
+                extra = {
+                    "max_attempts": CHECK_MAX_ATTEMPTS,
+                    "timeout": CHECK_READ_TIMEOUT,
+                    "max_retry_after": CHECK_MAX_RETRY_AFTER,
+                }
+            try:
+                client = TogetherRL(api_key=settings.api_key, base_url=settings.base_url, **extra)
+            except errors.ConfigurationError as exc:
+                raise ProviderError(doing, kind, ident, _configuration_cause(exc), BASE_URL_TODO) from exc
             _clients[cache_key] = client
     return client
 
@@ -193,14 +276,63 @@ def clear_caches() -> None:
     with _supported_lock:
         _supported.clear()
         _resource_facts.clear()
+        _remote_failures.clear()
 
 
-def warn_remote_check_skipped(kind: str, ident: str | None, exc: BaseException) -> None:
-    cause, _ = explain(exc)
+_REMEMBERED_FAILURES = (
+    errors.ApiConnectionError,
+    errors.ServerError,
+    errors.RateLimited,
+    errors.Unauthorized,
+    errors.PermissionDenied,
+)
+_remote_failures: dict[tuple[str | None, str | None], tuple[float, str]] = {}
+
+
+def remote_check(kind: str, ident: str | None, call: Callable[[TogetherRL], T]) -> T | None:
+    """Run the remote part of a ``check``: ``call(client)`` with the quick client, or ``None`` if it was skipped.
+
+    Without a key, with a client that cannot be built, or when the API cannot be asked, it warns on stderr and
+    skips instead of failing the preview. A failure to reach the API (unreachable, timeout, 5xx, 429, 401/403)
+    is remembered for :data:`REMOTE_CHECK_BACKOFF` seconds: later checks in this process skip at once (each
+    still warns, so every resource says its remote checks were skipped).
+    """
+    settings = config.current()
+    key = (settings.api_key, settings.base_url)
+    now = time.monotonic()
+    with _supported_lock:
+        remembered = _remote_failures.get(key)
+    if remembered is not None and now - remembered[0] < REMOTE_CHECK_BACKOFF:
+        seen = format_elapsed(now - remembered[0])
+        _warn_remote_check_skipped(kind, ident, f"{remembered[1]} ({seen} ago; not asked again for now)")
+        return None
+    try:
+        return call(api_client("checking", kind, ident, quick=True))
+    except ProviderError as exc:  # no key, or a client that cannot be built
+        _warn_remote_check_skipped(kind, ident, exc.cause)
+    except errors.TogetherError as exc:  # unreachable, refused: warn, don't fail
+        cause, _ = explain(exc)
+        if isinstance(exc, _REMEMBERED_FAILURES):
+            with _supported_lock:
+                _remote_failures[key] = (time.monotonic(), cause)
+        _warn_remote_check_skipped(kind, ident, cause)
+    return None
+
+
+def _warn_remote_check_skipped(kind: str, ident: str | None, cause: str) -> None:
     log(
         f"warning: checking {kind} ({ident}) against the API: {cause}. Skipped the remote checks "
         "(supported model, rank and replica limits); they run again at `pulumi up`."
     )
+
+
+def needs_remote_check(olds: Mapping[str, Any], inputs: Mapping[str, Any], keys: Iterable[str]) -> bool:
+    """Whether ``check`` should ask the API: for a new resource (no previous inputs), or when one of ``keys``
+    (the inputs the remote checks look at) changed. An unchanged ``pulumi up`` thus makes no HTTP call, even
+    in a fresh provider process whose caches are empty."""
+    if not any(k != PROVIDER_KEY for k in olds):
+        return True
+    return bool(changed_keys(olds, inputs, keys))
 
 
 # --------------------------------------------------------------------------------------- unknowns + shapes
@@ -299,7 +431,7 @@ def validate_inputs(
             path = ".".join(str(part) for part in err["loc"])
             if path not in seen:
                 seen.add(path)
-                failures.append(CheckFailure(path, _reason(err, path, hints)))
+                failures.append(CheckFailure(path, _reason(err, path, hints, model)))
         return props, failures
     if failures:
         return props, failures
@@ -326,17 +458,51 @@ def _split_unknowns(value: Mapping[str, Any], path: tuple[str, ...]) -> tuple[di
     return known, unknowns
 
 
-def _reason(err: Mapping[str, Any], path: str, hints: Mapping[str, str]) -> str:
+def _reason(err: Mapping[str, Any], path: str, hints: Mapping[str, str], model: type[BaseModel]) -> str:
     kind = err["type"]
+    parent = path.rpartition(".")[0]
     if kind == "extra_forbidden":
-        parent = path.rpartition(".")[0]
-        return f"{path} is not a known input. Remove it{' from ' + parent if parent else ''} (check the spelling)"
-    message = str(err.get("ctx", {}).get("error", "")) if kind == "value_error" else err["msg"]
+        where = " from " + parent if parent else ""
+        hint = hints.get(parent, "")
+        return f"{path} is not a known input. Remove it{where} (check the spelling). {hint}".strip()
+    nested = _model_at(model, err["loc"])
+    if kind in ("model_type", "model_attributes_type", "dict_type") and nested is not None:
+        keys = list(nested.model_fields)
+        message = (
+            f"should be an object with keys {', '.join(keys)}" if keys else "should be an empty object {}"
+        )
+    elif kind == "value_error":
+        message = str(err.get("ctx", {}).get("error", ""))
+    else:
+        message = err["msg"]
+    # Never show the names of the validation classes (_LoraConfig ...): they mean nothing to the user.
+    message = re.sub(r"(?:or )?(?:an )?instance of _?[A-Z]\w*", "", message).strip().rstrip(",")
     message = message[0].lower() + message[1:] if message else "invalid value"
     got = repr(err.get("input"))
     got = got if len(got) <= 60 else got[:57] + "..."
-    hint = hints.get(path) or hints.get(path.rpartition(".")[0], "")
+    hint = hints.get(path) or hints.get(parent, "")
     return f"{path}: {message} (got {got}). {hint}".strip()
+
+
+def _model_at(model: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | None:
+    """The pydantic model validating the value at ``loc`` (None if that value is not an object)."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        field = current.model_fields.get(str(part)) if current is not None else None
+        if field is None:
+            return None
+        current = _inner_model(field.annotation)
+    return current
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------- diff
@@ -381,6 +547,15 @@ def get_or_none(getter: Callable[[str], T], ident: str) -> T | None:
         return None
 
 
+NOT_FOUND_GRACE = 60.0
+"""Seconds after a create during which a 404 for the new object means "not visible yet" (read-after-write lag
+of the API), not "gone": the create wait keeps polling that long (or until ``create_timeout``)."""
+
+ABANDON_STOP_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+"""Pauses (seconds) between the retries of a stop that answers 404 after a failed create (the object was just
+made, so a 404 may be read-after-write lag rather than proof it is gone)."""
+
+
 def wait(
     fetch: Callable[[], T | None],
     *,
@@ -388,6 +563,7 @@ def wait(
     failed: Callable[[T | None], bool],
     describe: Callable[[T | None], str],
     timeout: float,
+    not_found_grace: float = 0.0,
 ) -> T | None:
     """:func:`waiting.wait_for` with the configured poll interval."""
     return wait_for(
@@ -397,27 +573,94 @@ def wait(
         describe=describe,
         timeout=float(timeout),
         poll_interval=config.current().poll_interval,
+        not_found_grace=not_found_grace,
     )
 
 
-def abandon(doing: str, kind: str, ident: str, stop: Callable[[], Any], exc: BaseException) -> NoReturn:
+def look_after_refused_stop(
+    doing: str, kind: str, ident: str, fetch: Callable[[], T | None], refusal: errors.ApiError
+) -> T | None:
+    """A stop was refused (409/400): GET the object to learn why. Returns it (``None`` = 404).
+
+    The API's answer to stopping an object that is already stopped is not documented, so a refusal is judged by
+    the object's state, never by the message text. If the GET fails too, the refusal is what gets reported.
+    """
+    try:
+        return fetch()
+    except Exception as exc:
+        raise ProviderError(doing, kind, ident, *explain(refusal, doing)) from exc
+
+
+def abandon(
+    doing: str,
+    kind: str,
+    ident: str,
+    exc: BaseException,
+    *,
+    stop: Callable[[], Any],
+    fetch: Callable[[], Any],
+    gone: Callable[[Any], bool],
+    path: str,
+    stopped_note: str,
+) -> NoReturn:
     """After a failed create: stop what was made (best effort, logged), then raise the error naming the id.
 
+    ``fetch`` GETs the object (``None`` = 404) and ``gone`` says whether its state counts as stopped: a stop the
+    API refuses (409/400) for an object already in such a state is a success. A stop that answers 404 is retried
+    (:data:`ABANDON_STOP_RETRY_DELAYS`): right after the create that may be read-after-write lag, so a lasting
+    404 is reported as "may still exist", never as proof it is gone. ``path`` is the collection's API path (for
+    the manual check), ``stopped_note`` what a successful stop means for billing.
     ``KeyboardInterrupt``/``SystemExit`` are re-raised as they are, after the stop."""
-    try:
-        stop()
-        stopped = "It has been stopped, so nothing is left billing"
-        log(f"{kind} {ident}: create failed; stopped it")
-    except errors.NotFound:
-        stopped = "It no longer exists"
-    except Exception as stop_exc:
-        stop_cause, _ = explain(stop_exc)
-        stopped = f"Stopping it failed too ({stop_cause}); stop it yourself (POST .../{ident}/stop)"
-        log(f"{kind} {ident}: create failed and stopping it failed: {stop_cause}")
+    stopped = _stop_after_failed_create(kind, ident, stop, fetch, gone, path, stopped_note)
     if not isinstance(exc, Exception):
         raise exc
-    cause, todo = explain(exc)
-    if isinstance(exc, WaitTimeout):
-        todo = "If it was queued for capacity, raise create_timeout; then run `pulumi up` again"
-    todo = todo or "Run `pulumi up` again to retry"
+    cause, todo = explain(exc, doing)
     raise ProviderError(doing, kind, ident, cause, f"{stopped}. {todo}") from exc
+
+
+def _stop_after_failed_create(
+    kind: str,
+    ident: str,
+    stop: Callable[[], Any],
+    fetch: Callable[[], Any],
+    gone: Callable[[Any], bool],
+    path: str,
+    stopped_note: str,
+) -> str:
+    """Stop the object; the sentence saying how that went."""
+    by_hand = f"check it with GET {path}/{ident} and stop it if it is there (POST {path}/{ident}/stop)"
+    delays = list(ABANDON_STOP_RETRY_DELAYS)
+    started, attempts = time.monotonic(), 0
+    while True:
+        attempts += 1
+        try:
+            stop()
+        except errors.NotFound:
+            if delays:
+                time.sleep(delays.pop(0))
+                continue
+            tried = f"{attempts} times over {format_elapsed(time.monotonic() - started)}"
+            log(f"{kind} {ident}: create failed; stopping it answered 404 (not found) {tried}")
+            return (
+                f"It may still exist: stopping it answered 404 (not found) {tried}, which can be the API's "
+                f"read-after-write lag; {by_hand}"
+            )
+        except (errors.Conflict, errors.BadRequest) as stop_exc:
+            try:
+                obj = fetch()
+            except Exception:
+                obj = None
+            if obj is not None and gone(obj):
+                state = obj.status.short
+                log(f"{kind} {ident}: create failed; it is already {state}")
+                return f"It is already {state}: {stopped_note}"
+            stop_cause, _ = explain(stop_exc)
+            log(f"{kind} {ident}: create failed and stopping it failed: {stop_cause}")
+            return f"Stopping it failed too ({stop_cause}); {by_hand}"
+        except Exception as stop_exc:
+            stop_cause, _ = explain(stop_exc)
+            log(f"{kind} {ident}: create failed and stopping it failed: {stop_cause}")
+            return f"Stopping it failed too ({stop_cause}); {by_hand}"
+        else:
+            log(f"{kind} {ident}: create failed; stopped it")
+            return f"It has been stopped: {stopped_note}"

@@ -5,13 +5,15 @@ Lifecycle
              create never makes two allocations), then wait until READY, printing status, queue position and
              elapsed time on stderr. ERROR fails at once with the API's error code and message. Any failure
              after the POST (error state, timeout, exception, interrupt) stops the resource (best effort, without
-             ``force``) and raises an error naming its id.
+             ``force``) and raises an error naming its id. A 404 just after the POST is read-after-write lag
+             (``NOT_FOUND_GRACE``), not a failure.
     read     ``GET``; a 404 or a STOPPING / STOPPED / ERROR resource is reported as gone, so the next
              ``pulumi up`` recreates it (resources stop themselves after ``inactive_timeout`` idle seconds).
     update   never touches the API: only provider options can change in place.
     delete   stop without ``force``. If the API refuses because training sessions are attached, the error lists
              them; with ``force_stop=True`` the stop is forced (the attached sessions stop too, and are logged).
-             Then wait until billing has stopped (STOPPING or STOPPED). 404 or already stopped = done.
+             Then wait until billing has stopped (STOPPING or STOPPED). 404 or already stopped = done; a
+             stop refused with 409/400 is judged by the object's state (404 or STOPPING/STOPPED/ERROR = done).
 
 Replacement
     Every API input (``base_model``, ``base_weights_ref``, ``compute_config``, ``lora_enabled``,
@@ -22,13 +24,17 @@ Replacement
 
 Provider options (inputs that never replace and never call the API when changed)
     ``create_timeout`` (default 3600 s: capacity queues can be long), ``delete_timeout`` (900 s),
-    ``force_stop`` (False), ``adopt_id``. Delete reads them from the state, so run ``pulumi up`` after changing
-    them before ``pulumi destroy``. ``adopt_id`` makes create take over an existing active resource instead of
+    ``force_stop`` (False), ``adopt_id``. Pulumi deletes a resource with the inputs it was last deployed with,
+    so a changed option must be deployed on its own (a ``pulumi up`` in which it is the only change) before the
+    ``pulumi destroy`` or the replacing change whose delete it should govern; the refusal to stop a resource
+    with attached sessions says so. ``adopt_id`` makes create take over an existing active resource instead of
     creating one (``pulumi import`` cannot work for dynamic resources, pulumi/pulumi#16175): it must match
-    every declared input (``lora_enabled`` defaults to true, an unset ``base_weights_ref`` means none), or
-    create fails naming the mismatched fields; then it waits for READY. A failed adopt never stops the object.
-    Once adopted, the resource is managed like any other (destroy stops it). Remove ``adopt_id`` before a
-    change that replaces the resource: the replacement would otherwise try to adopt the stopped original.
+    every declared input (``lora_enabled`` defaults to true, an unset ``base_weights_ref`` means none, an
+    optimizer is compared by kind and Muon's ``scaling_strategy`` only when declared), or create fails naming
+    the mismatched fields; then it waits for READY. A failed adopt never stops the object.
+    Once adopted, the resource is managed like any other (destroy stops it, and so does a replacement). Remove
+    ``adopt_id`` with or before a change that replaces the resource: the replacement would otherwise try to
+    adopt the stopped original.
 
 Keys in the state
     Inputs are echoed under their own names exactly as declared (after ``check``), so ``diff`` compares like
@@ -40,7 +46,7 @@ Keys in the state
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import pulumi
 import pulumi.dynamic
@@ -52,13 +58,13 @@ from ..client import errors
 from ..client.models import (
     RESOURCE_GONE,
     SESSION_HOLDS_SLOT,
-    GpuType,
     ModelResourceCreateRequest,
     ModelResourceStatus,
-    MuonScalingStrategy,
+    TrainingSessionStatus,
 )
 from ..client.models import ModelResource as WireModelResource
 from ._base import (
+    NOT_FOUND_GRACE,
     BaseProvider,
     ProviderError,
     WholeInt,
@@ -71,15 +77,18 @@ from ._base import (
     get_or_none,
     iso,
     log,
+    look_after_refused_stop,
+    needs_remote_check,
     pick,
+    remote_check,
     short_id,
     supported_models,
     validate_inputs,
     wait,
-    warn_remote_check_skipped,
 )
 
 KIND = "model resource"
+_PATH = "/v1/rl/model-resources"
 
 _REPLACE_ON_CHANGES = (
     "base_model",
@@ -90,6 +99,7 @@ _REPLACE_ON_CHANGES = (
     "inactive_timeout",
 )
 _UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id")
+_REMOTE_CHECK_KEYS = ("base_model", "compute_config", "lora_enabled")  # what _check_supported looks at
 _INPUT_KEYS = _REPLACE_ON_CHANGES + _UPDATE_IN_PLACE
 _OUTPUT_KEYS = (
     "status",
@@ -116,11 +126,21 @@ class ComputeConfigArgs(TypedDict, total=False):
     """Generator replicas; 0 = trainer only (SFT/DPO), RL needs at least 1. Unset = the API default (1)."""
 
 
+class MuonConfigArgs(TypedDict, total=False):
+    """Settings of the Muon optimizer."""
+
+    scaling_strategy: str
+    """``"MUON_SCALING_STRATEGY_MATCH_ADAM"``, ``"MUON_SCALING_STRATEGY_ORIGINAL"`` or
+    ``"MUON_SCALING_STRATEGY_UNSPECIFIED"`` (the server's choice); unset = the API default."""
+
+
 class OptimizerConfigArgs(TypedDict, total=False):
     """Exactly one of ``adam`` (``{}``) or ``muon`` (``{"scaling_strategy": ...}``)."""
 
     adam: Mapping[str, Any]
-    muon: Mapping[str, Any]
+    """Adam, the API default. Takes no settings: always ``{}``."""
+    muon: MuonConfigArgs
+    """Muon, with an optional ``scaling_strategy``."""
 
 
 class ModelResourceArgs:
@@ -247,9 +267,9 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
 class _ModelResourceProvider(BaseProvider):
     """The dynamic provider behind :class:`ModelResource` (stateless; pickled by reference)."""
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = validate_inputs(_Inputs, news, required=("base_model",), hints=_HINTS)
-        if not failures:
+        if not failures and needs_remote_check(olds, inputs, _REMOTE_CHECK_KEYS):
             failures = _check_supported(inputs)
         return CheckResult(inputs, failures)
 
@@ -267,7 +287,7 @@ class _ModelResourceProvider(BaseProvider):
         try:
             created = client.create_model_resource(_to_request(inputs))
         except Exception as exc:
-            raise ProviderError("creating", KIND, ident, *explain(exc)) from exc
+            raise ProviderError("creating", KIND, ident, *explain(exc, "creating")) from exc
         log(f"{KIND} {created.id}: created ({created.status.short}); waiting for READY")
         try:
             ready = _wait_ready(client, created.id, inputs)
@@ -275,7 +295,17 @@ class _ModelResourceProvider(BaseProvider):
             outputs = _to_outputs(inputs, ready)
         except BaseException as exc:
             # Without force: a resource this create just made has no sessions of ours to take down.
-            abandon("creating", KIND, created.id, lambda: client.stop_model_resource(created.id), exc)
+            abandon(
+                "creating",
+                KIND,
+                created.id,
+                exc,
+                stop=lambda: client.stop_model_resource(created.id),
+                fetch=lambda: get_or_none(client.get_model_resource, created.id),
+                gone=lambda mr: mr.status in RESOURCE_GONE,
+                path=_PATH,
+                stopped_note="nothing is left billing",
+            )
         return CreateResult(created.id, outputs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -312,46 +342,52 @@ class _ModelResourceProvider(BaseProvider):
         force = bool(props.get("force_stop", config.FORCE_STOP))
         timeout = props.get("delete_timeout") or config.MODEL_RESOURCE_DELETE_TIMEOUT
         client = api_client("deleting", KIND, id_)
+        fetch = lambda: get_or_none(client.get_model_resource, id_)  # noqa: E731
+        running: list[str] | None = []
         try:
-            attached = _attached_sessions(client, id_, quiet=True) if force else []
+            if force:  # which sessions the forced stop takes down, for the log
+                running = _sessions_on(client, id_, _RUNNING_SESSIONS, quiet=True)
             client.stop_model_resource(id_, force=force)
         except errors.NotFound:
             log(f"{KIND} {id_}: already gone")
             return
         except (errors.Conflict, errors.BadRequest) as exc:
-            # Which conflict it is, we learn from the sessions list, never from the message text.
-            attached = [] if force else _attached_sessions(client, id_, quiet=True)
+            # Which refusal it is, we learn from the sessions list and the object's state, never the message.
+            attached = [] if force else _sessions_on(client, id_, SESSION_HOLDS_SLOT, quiet=True) or []
             if attached:
-                raise ProviderError(
-                    "deleting",
-                    KIND,
-                    id_,
-                    f"the API refused to stop it because training sessions are attached: {', '.join(attached)}",
-                    "Stop those sessions first (destroy their TrainingSession resources, or "
-                    "POST /v1/rl/training-sessions/<id>/stop), or set force_stop=True on this ModelResource, "
-                    "run `pulumi up`, then delete again",
-                ) from exc
-            raise ProviderError("deleting", KIND, id_, *explain(exc)) from exc
+                raise ProviderError("deleting", KIND, id_, "the API refused to stop it because training sessions "
+                                    f"are attached: {', '.join(attached)}", _ATTACHED_TODO) from exc  # fmt: skip
+            live = look_after_refused_stop("deleting", KIND, id_, fetch, exc)
+            if live is not None and live.status not in RESOURCE_GONE:
+                raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
+            state = "not found" if live is None else live.status.short
+            log(
+                f"{KIND} {id_}: the API refused the stop (HTTP {exc.status}) because it is already {state}: done"
+            )
+            return
         except Exception as exc:
-            raise ProviderError("deleting", KIND, id_, *explain(exc)) from exc
-        if attached:
-            log(f"{KIND} {id_}: force_stop=True also stopped training sessions {', '.join(attached)}")
+            raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
+        if running is None:
+            log(f"{KIND} {id_}: stopped with force_stop=True; listing its training sessions failed, so the "
+                "sessions this also stopped (if any) cannot be named")  # fmt: skip
+        elif running:
+            log(f"{KIND} {id_}: force_stop=True also stopped training sessions {', '.join(running)}")
         try:
             wait(
-                lambda: get_or_none(client.get_model_resource, id_),
+                fetch,
                 done=lambda mr: mr is None or mr.status in RESOURCE_GONE,
                 failed=lambda mr: False,
                 describe=_describe(id_),
                 timeout=timeout,
             )
         except Exception as exc:
-            cause, _ = explain(exc)
+            cause, _ = explain(exc, "deleting")
             raise ProviderError(
                 "deleting",
                 KIND,
                 id_,
                 cause,
-                "It may still be billing: run `pulumi destroy` again or raise delete_timeout",
+                "It may still be billing: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
             ) from exc
 
 
@@ -363,16 +399,28 @@ class _Strict(BaseModel):
 
 
 class _ComputeConfig(_Strict):
-    gpu_type: GpuType | None = None
+    gpu_type: Literal["B200-SXM", "H100-80GB"] | None = None
     num_generator_replicas: WholeInt | None = Field(None, ge=0)
 
 
 class _Muon(_Strict):
-    scaling_strategy: MuonScalingStrategy | None = None
+    # Not the wire enum: that one also parses the legacy MATCH_ADAMW spelling and values it does not know.
+    scaling_strategy: (
+        Literal[
+            "MUON_SCALING_STRATEGY_MATCH_ADAM",
+            "MUON_SCALING_STRATEGY_ORIGINAL",
+            "MUON_SCALING_STRATEGY_UNSPECIFIED",
+        ]
+        | None
+    ) = None
+
+
+class _Adam(_Strict):
+    """Adam takes no settings: ``{}``."""
 
 
 class _OptimizerConfig(_Strict):
-    adam: dict[str, Any] | None = None
+    adam: _Adam | None = None
     muon: _Muon | None = None
 
     @model_validator(mode="after")
@@ -408,6 +456,8 @@ _HINTS = {
     "compute_config.num_generator_replicas": "Use a whole number >= 0 (0 = trainer only; RL needs at least 1)",
     "lora_enabled": "Use true (LoRA sessions) or false (one full-weight session)",
     "optimizer_config": 'Use {"adam": {}} or {"muon": {"scaling_strategy": ...}}',
+    "optimizer_config.adam": "adam takes no settings: use {}",
+    "optimizer_config.muon": "muon takes only scaling_strategy",
     "optimizer_config.muon.scaling_strategy": "Use MUON_SCALING_STRATEGY_MATCH_ADAM, "
     "MUON_SCALING_STRATEGY_ORIGINAL or MUON_SCALING_STRATEGY_UNSPECIFIED",
     "inactive_timeout": "Use a whole number of seconds from 300 to 86400 (the API default is 3600)",
@@ -423,10 +473,8 @@ def _check_supported(inputs: dict[str, Any]) -> list[CheckFailure]:
     base_model = inputs.get("base_model")
     if not isinstance(base_model, str):
         return []
-    try:
-        models = supported_models(api_client("checking", KIND, base_model, quick=True))
-    except (errors.TogetherError, ProviderError) as exc:  # no key, unreachable, refused: warn, don't fail
-        warn_remote_check_skipped(KIND, base_model, exc)
+    models = remote_check(KIND, base_model, supported_models)
+    if models is None:  # skipped, with a warning: no key, or the API cannot be asked
         return []
     model = next((m for m in models.data if m.base_model == base_model), None)
     if model is None:
@@ -514,17 +562,29 @@ def _wait_ready(client: Any, id_: str, inputs: Mapping[str, Any]) -> WireModelRe
         failed=lambda mr: mr is None or mr.status in RESOURCE_GONE,
         describe=_describe(id_),
         timeout=inputs.get("create_timeout") or config.MODEL_RESOURCE_CREATE_TIMEOUT,
+        not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
     )
 
 
-def _attached_sessions(client: Any, id_: str, *, quiet: bool = False) -> list[str]:
-    """Ids of the sessions holding a slot on the resource (``quiet``: [] if the list call fails)."""
-    statuses = sorted(s.value for s in SESSION_HOLDS_SLOT)
+_RUNNING_SESSIONS = frozenset({TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING})
+
+_ATTACHED_TODO = (
+    "Stop those sessions first (destroy their TrainingSession resources, or POST "
+    "/v1/rl/training-sessions/<id>/stop), or use force_stop. Pulumi deletes a resource with the inputs it was last "
+    "deployed with, so force_stop=True must be deployed on its own first: set it, undo any other change to this "
+    "ModelResource for now, and run `pulumi up` (or `pulumi up --target <URN of this ModelResource>`; "
+    "`pulumi stack --show-urns` lists URNs); then apply your change, or run `pulumi destroy`, again"
+)
+
+
+def _sessions_on(client: Any, id_: str, statuses: Any, *, quiet: bool = False) -> list[str] | None:
+    """Ids of the resource's sessions in ``statuses`` (``quiet``: ``None`` if the list call fails)."""
     try:
-        return [s.id for s in client.iter_training_sessions(model_resources_id=id_, status=statuses)]
+        wanted = sorted(s.value for s in statuses)
+        return [s.id for s in client.iter_training_sessions(model_resources_id=id_, status=wanted)]
     except errors.TogetherError:
         if quiet:
-            return []
+            return None
         raise
 
 
@@ -535,10 +595,14 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
     try:
         live = get_or_none(client.get_model_resource, id_)
     except Exception as exc:
-        raise ProviderError("adopting", KIND, id_, *explain(exc)) from exc
+        raise ProviderError("adopting", KIND, id_, *explain(exc, "adopting")) from exc
     if live is None:
         raise ProviderError(
-            "adopting", KIND, id_, "it does not exist", "Check adopt_id (GET /v1/rl/model-resources)"
+            "adopting",
+            KIND,
+            id_,
+            "it does not exist",
+            f"Check adopt_id (GET {_PATH}), or remove it to create a new one",
         )
     if live.status in RESOURCE_GONE:
         raise ProviderError("adopting", KIND, id_, f"it is {live.status.short}", "Only an active resource can be "
@@ -550,7 +614,7 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
     try:
         ready = _wait_ready(client, id_, inputs)
     except Exception as exc:  # not ours to stop: it existed before this program
-        raise ProviderError("adopting", KIND, id_, *explain(exc)) from exc
+        raise ProviderError("adopting", KIND, id_, *explain(exc, "adopting")) from exc
     return CreateResult(id_, _to_outputs(inputs, ready))
 
 
@@ -571,9 +635,23 @@ def _mismatches(inputs: Mapping[str, Any], mr: WireModelResource) -> list[str]:
             differs(f"compute_config.{key}", value, actual["compute_config"].get(key))
     if inputs.get("lora_enabled", True) != mr.lora_enabled:
         differs("lora_enabled", inputs.get("lora_enabled", True), mr.lora_enabled)
-    optimizer = inputs.get("optimizer_config")
-    if optimizer and drop_none(optimizer) != drop_none(actual.get("optimizer_config") or {}):
-        differs("optimizer_config", optimizer, actual.get("optimizer_config"))
+    optimizer, have_optimizer = inputs.get("optimizer_config"), actual.get("optimizer_config") or {}
+    if optimizer and _optimizer_kind(optimizer) != _optimizer_kind(have_optimizer):
+        differs("optimizer_config", optimizer, have_optimizer)
+    elif optimizer and _optimizer_kind(optimizer) == "muon":
+        declared = (optimizer.get("muon") or {}).get("scaling_strategy")
+        have = (have_optimizer.get("muon") or {}).get("scaling_strategy")
+        have = _LEGACY_SCALING.get(have, have)
+        if declared is not None and declared != have:  # compared only when declared
+            differs("optimizer_config.muon.scaling_strategy", declared, have)
     if "inactive_timeout" in inputs and inputs["inactive_timeout"] != mr.inactive_timeout:
         differs("inactive_timeout", inputs["inactive_timeout"], mr.inactive_timeout)
     return out
+
+
+_LEGACY_SCALING = {"MUON_SCALING_STRATEGY_MATCH_ADAMW": "MUON_SCALING_STRATEGY_MATCH_ADAM"}
+
+
+def _optimizer_kind(optimizer: Mapping[str, Any]) -> str:
+    """``"muon"`` or ``"adam"``: an empty config is the API default (Adam), older servers answer ``adamw``."""
+    return "muon" if optimizer.get("muon") is not None else "adam"

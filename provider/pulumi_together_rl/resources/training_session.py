@@ -4,14 +4,15 @@ Lifecycle
     create   ``POST /v1/rl/training-sessions`` (through the client, whose reconciliation guarantees one logical
              create never makes two sessions), then wait until RUNNING with progress on stderr. ERROR fails at
              once with the API's error code and message. Any failure after the POST stops the session (best
-             effort, logged) and raises an error naming its id.
+             effort, logged) and raises an error naming its id. A 404 just after the POST is read-after-write
+             lag (``NOT_FOUND_GRACE``), not a failure.
     read     ``GET``; a 404 or a STOPPED / EXPIRED / ERROR session is reported as gone, so the next
              ``pulumi up`` recreates it (sessions expire with their resource). ``display_name`` and
              ``metadata`` changed outside Pulumi are brought into the state, so the next ``up`` puts them back.
     update   ``PATCH`` with only the changed fields; a ``display_name`` or W&B key the user removed is sent as
              ``""`` (omitting it would keep the old value). Changing only provider options calls nothing.
     delete   stop, then wait until the LoRA slot is free (STOPPED / ERROR / EXPIRED; STOPPING still holds it).
-             404 or already stopped = done.
+             404 or already stopped = done; a stop refused with 409/400 is judged by the session's state.
 
 Replacement
     ``display_name`` and ``metadata`` change in place; ``model_resources_id``, ``lora_config``,
@@ -56,6 +57,7 @@ from ..client.models import (
 )
 from ..client.models import TrainingSession as WireTrainingSession
 from ._base import (
+    NOT_FOUND_GRACE,
     BaseProvider,
     ProviderError,
     WholeInt,
@@ -69,20 +71,24 @@ from ._base import (
     get_or_none,
     iso,
     log,
+    look_after_refused_stop,
+    needs_remote_check,
     pick,
+    remote_check,
     resource_facts,
     short_id,
     supported_models,
     validate_inputs,
     wait,
-    warn_remote_check_skipped,
 )
 
 KIND = "training session"
+_PATH = "/v1/rl/training-sessions"
 
 _REPLACE_ON_CHANGES = ("model_resources_id", "lora_config", "resume_from_checkpoint_id", "load_optimizer")
 _UPDATE_IN_PLACE = ("display_name", "metadata", "create_timeout", "delete_timeout", "adopt_id")
 _INPUT_KEYS = _REPLACE_ON_CHANGES + _UPDATE_IN_PLACE
+_REMOTE_CHECK_KEYS = ("model_resources_id", "lora_config")  # what _check_against_resource looks at
 _OUTPUT_KEYS = (
     "status",
     "step",
@@ -97,6 +103,8 @@ _OUTPUT_KEYS = (
     "effective_lora_config",
 )
 _WANDB_KEYS = ("entity", "project", "group", "run_id", "run_name", "url")
+_DISPLAY_NAME_MAX = 128
+_SEED_LIMIT = 2**53  # Pulumi's wire carries numbers as doubles: beyond this, integers lose precision
 
 
 class LoraConfigArgs(TypedDict, total=False):
@@ -109,25 +117,34 @@ class LoraConfigArgs(TypedDict, total=False):
     dropout: float
     """0 <= dropout < 1; API default 0."""
     seed: int
-    """Adapter initialisation seed."""
+    """Adapter initialisation seed, a whole number within ±2**53 (Pulumi carries numbers as doubles)."""
     train_unembed: bool
     """Also train an adapter on the output head; API default true."""
 
 
 class WandbMetadataArgs(TypedDict, total=False):
-    """Weights & Biases bookkeeping (Together never writes to W&B). All optional strings."""
+    """Weights & Biases bookkeeping (Together never writes to W&B). All optional strings; a key removed later
+    is cleared on the session."""
 
     entity: str
+    """The W&B entity (user or team) the run belongs to."""
     project: str
+    """The W&B project of the run."""
     group: str
+    """The W&B run group."""
     run_id: str
+    """The W&B run id."""
     run_name: str
+    """The W&B run's display name."""
     url: str
     """HTTPS URL of the run."""
 
 
 class SessionMetadataArgs(TypedDict, total=False):
+    """Metadata of a training session; updates in place."""
+
     wandb: WandbMetadataArgs
+    """Weights & Biases bookkeeping ``{entity, project, group, run_id, run_name, url}``."""
 
 
 class TrainingSessionArgs:
@@ -228,7 +245,8 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
     ) -> None:
         props: dict[str, Any] = {key: getattr(args, key, None) for key in _INPUT_KEYS}
         if args is not None and props["display_name"] is None:
-            props["display_name"] = resource_name  # the provider never sees the resource name
+            # The provider never sees the resource name; the API takes at most 128 characters.
+            props["display_name"] = resource_name[:_DISPLAY_NAME_MAX]
         props.update(dict.fromkeys(_OUTPUT_KEYS))
         super().__init__(_TrainingSessionProvider(), resource_name, props, opts)
 
@@ -245,9 +263,9 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
 class _TrainingSessionProvider(BaseProvider):
     """The dynamic provider behind :class:`TrainingSession` (stateless; pickled by reference)."""
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = validate_inputs(_Inputs, news, required=("model_resources_id",), hints=_HINTS)
-        if not failures:
+        if not failures and needs_remote_check(olds, inputs, _REMOTE_CHECK_KEYS):
             failures = _check_against_resource(inputs)
         return CheckResult(inputs, failures)
 
@@ -265,14 +283,24 @@ class _TrainingSessionProvider(BaseProvider):
         try:
             created = client.create_training_session(_to_request(inputs))
         except Exception as exc:
-            raise ProviderError("creating", KIND, ident, *explain(exc)) from exc
+            raise ProviderError("creating", KIND, ident, *explain(exc, "creating")) from exc
         log(f"{KIND} {created.id}: created ({created.status.short}); waiting for RUNNING")
         try:
             running = _wait_running(client, created.id, inputs)
             # Inside the try: nothing after the POST may leave the object running and unrecorded.
             outputs = _to_outputs(inputs, running)
         except BaseException as exc:
-            abandon("creating", KIND, created.id, lambda: client.stop_training_session(created.id), exc)
+            abandon(
+                "creating",
+                KIND,
+                created.id,
+                exc,
+                stop=lambda: client.stop_training_session(created.id),
+                fetch=lambda: get_or_none(client.get_training_session, created.id),
+                gone=lambda ts: ts.status in SESSION_GONE,
+                path=_PATH,
+                stopped_note="the session is over; its model resource is not affected (it bills until destroyed)",
+            )
         return CreateResult(created.id, outputs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -312,29 +340,43 @@ class _TrainingSessionProvider(BaseProvider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         client = api_client("deleting", KIND, id_)
+        fetch = lambda: get_or_none(client.get_training_session, id_)  # noqa: E731
         try:
             client.stop_training_session(id_)
         except errors.NotFound:
             log(f"{KIND} {id_}: already gone")
             return
+        except (errors.Conflict, errors.BadRequest) as exc:
+            # Perhaps it is stopped already: judged by its state, never by the message.
+            live = look_after_refused_stop("deleting", KIND, id_, fetch, exc)
+            if live is not None and live.status not in SESSION_GONE:
+                if live.status != TrainingSessionStatus.STOPPING:
+                    raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
+                log(f"{KIND} {id_}: the API refused the stop (HTTP {exc.status}): it is STOPPING already")
+            else:
+                state = "not found" if live is None else live.status.short
+                log(
+                    f"{KIND} {id_}: the API refused the stop (HTTP {exc.status}) because it is already {state}: done"
+                )
+                return
         except Exception as exc:
-            raise ProviderError("deleting", KIND, id_, *explain(exc)) from exc
+            raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
         try:
             wait(
-                lambda: get_or_none(client.get_training_session, id_),
+                fetch,
                 done=lambda ts: ts is None or ts.status in SESSION_GONE,
                 failed=lambda ts: False,
                 describe=_describe(id_),
                 timeout=props.get("delete_timeout") or config.TRAINING_SESSION_DELETE_TIMEOUT,
             )
         except Exception as exc:
-            cause, _ = explain(exc)
+            cause, _ = explain(exc, "deleting")
             raise ProviderError(
                 "deleting",
                 KIND,
                 id_,
                 cause,
-                "Its slot is still held: run `pulumi destroy` again or raise delete_timeout",
+                "Its slot is still held: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
             ) from exc
 
 
@@ -349,7 +391,7 @@ class _LoraConfig(_Strict):
     rank: WholeInt | None = Field(None, ge=1, le=64)
     alpha: WholeInt | None = Field(None, ge=1, le=128)
     dropout: StrictFloat | None = Field(None, ge=0, lt=1)
-    seed: WholeInt | None = None
+    seed: WholeInt | None = Field(None, ge=-_SEED_LIMIT, le=_SEED_LIMIT)
     train_unembed: StrictBool | None = None
 
 
@@ -380,7 +422,7 @@ class _Inputs(_Strict):
     lora_config: _LoraConfig | None = None
     resume_from_checkpoint_id: StrictStr | None = Field(None, min_length=1)
     load_optimizer: StrictBool | None = None
-    display_name: StrictStr | None = Field(None, max_length=128)
+    display_name: StrictStr | None = Field(None, max_length=_DISPLAY_NAME_MAX)
     metadata: _Metadata | None = None
     create_timeout: StrictFloat | None = Field(None, gt=0)
     delete_timeout: StrictFloat | None = Field(None, gt=0)
@@ -393,7 +435,8 @@ _HINTS = {
     "lora_config.rank": "Use a whole number from 1 to 64 (and at most the model's max_rank)",
     "lora_config.alpha": "Use a whole number from 1 to 128",
     "lora_config.dropout": "Use a number from 0 up to (not including) 1",
-    "lora_config.seed": "Use a whole number",
+    "lora_config.seed": "Use a whole number from -2**53 to 2**53: Pulumi carries numbers as doubles, which "
+    "cannot hold larger integers exactly",
     "lora_config.train_unembed": "Use true or false",
     "resume_from_checkpoint_id": "Use a checkpoint id, or leave it unset",
     "load_optimizer": "Use true or false",
@@ -413,13 +456,15 @@ def _check_against_resource(inputs: dict[str, Any]) -> list[CheckFailure]:
     if not isinstance(resource_id, str) or not isinstance(lora, dict):
         return []
     ident = inputs.get("display_name") or resource_id
-    try:
-        client = api_client("checking", KIND, ident, quick=True)
+
+    def ask(client: Any) -> tuple[dict[str, Any], Any]:
         facts = resource_facts(client, resource_id)
-        models = supported_models(client) if isinstance(lora.get("rank"), int) else None
-    except (errors.TogetherError, ProviderError) as exc:  # no key, unreachable, refused: warn, don't fail
-        warn_remote_check_skipped(KIND, ident, exc)
+        return facts, supported_models(client) if isinstance(lora.get("rank"), int) else None
+
+    answer = remote_check(KIND, ident, ask)
+    if answer is None:  # skipped, with a warning: no key, or the API cannot be asked
         return []
+    facts, models = answer
     if not facts["lora_enabled"]:
         return [CheckFailure("lora_config", f"model resource {resource_id} is full-weight (lora_enabled=false). "
                                             "Remove lora_config, or use a LoRA model resource")]  # fmt: skip
@@ -531,6 +576,7 @@ def _wait_running(client: Any, id_: str, inputs: Mapping[str, Any]) -> WireTrain
         ),
         describe=_describe(id_),
         timeout=inputs.get("create_timeout") or config.TRAINING_SESSION_CREATE_TIMEOUT,
+        not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
     )
 
 
@@ -542,7 +588,11 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
         live = get_or_none(client.get_training_session, id_)
         if live is None:
             raise ProviderError(
-                "adopting", KIND, id_, "it does not exist", "Check adopt_id (GET /v1/rl/training-sessions)"
+                "adopting",
+                KIND,
+                id_,
+                "it does not exist",
+                f"Check adopt_id (GET {_PATH}), or remove it to create a new one",
             )
         if live.status not in (TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING):
             raise ProviderError("adopting", KIND, id_, f"it is {live.status.short}", "Only a CREATING or RUNNING "
@@ -559,7 +609,7 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
     except ProviderError:
         raise
     except Exception as exc:
-        raise ProviderError("adopting", KIND, id_, *explain(exc)) from exc
+        raise ProviderError("adopting", KIND, id_, *explain(exc, "adopting")) from exc
     return CreateResult(id_, _to_outputs(inputs, running))
 
 

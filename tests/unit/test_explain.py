@@ -1,0 +1,87 @@
+"""explain(): every error a user sees has a cause that keeps the API's words and a "what to do"."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import pytest
+
+from pulumi_together_rl.client import errors
+from pulumi_together_rl.client.models import TrainingSession
+from pulumi_together_rl.resources._base import ProviderError, explain
+from pulumi_together_rl.waiting import WaitFailed, WaitTimeout
+
+
+def _failed_session(error):
+    now = datetime.now(timezone.utc).isoformat()
+    return TrainingSession.model_validate(
+        {
+            "id": "ts-1",
+            "status": "TRAINING_SESSION_STATUS_ERROR",
+            "model_resources_id": "mr-1",
+            "created_by": "u",
+            "created_at": now,
+            "updated_at": now,
+            "error": error,
+        }
+    )
+
+
+def test_the_api_message_is_kept_when_the_error_has_no_code():
+    exc = WaitFailed(
+        last=_failed_session({"message": "CUDA out of memory on trainer"}),
+        description="training session ts-1: ERROR",
+        elapsed=3.0,
+    )
+    cause, todo = explain(exc, "creating")
+    assert "CUDA out of memory" in cause
+    assert "Fix the cause the API's error gives" in todo
+
+
+def test_the_api_code_and_message_are_both_kept():
+    exc = WaitFailed(
+        last=_failed_session({"code": "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED", "message": "boom"}),
+        description="training session ts-1: ERROR",
+        elapsed=3.0,
+    )
+    cause, _ = explain(exc)
+    assert "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED" in cause and "boom" in cause
+
+
+def test_timeouts_say_which_timeout_to_raise():
+    exc = WaitTimeout(last=SimpleNamespace(), description="model resource x: PENDING", elapsed=9, timeout=9)
+    assert "create_timeout" in explain(exc, "creating")[1]
+    assert "create_timeout" in explain(exc, "adopting")[1]
+    assert "delete_timeout" in explain(exc, "deleting")[1]
+
+
+def test_an_adopt_of_a_missing_object_says_to_check_adopt_id():
+    _, todo = explain(errors.NotFound(404, "no such resource"), "adopting")
+    assert "adopt_id" in todo
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        errors.Unauthorized(401, "bad key"),
+        errors.PermissionDenied(403, "no"),
+        errors.RateLimited(429, "slow down"),
+        errors.BadRequest(400, "bad", param="x"),
+        errors.NotFound(404, "gone"),
+        errors.Conflict(409, "busy"),
+        errors.ServerError(503, "down"),
+        errors.ApiError(418, "teapot"),
+        errors.ApiConnectionError("refused"),
+        errors.ApiTimeout("read timeout"),
+        errors.ConfigurationError("client closed"),
+        WaitFailed(last=None, description="model resource x: not found", elapsed=60),
+        WaitTimeout(last=None, description="model resource x: not found", elapsed=5, timeout=5),
+        ProviderError("creating", "model resource", "x", "it broke"),
+        RuntimeError("unexpected"),
+    ],
+)
+def test_every_error_says_what_to_do(exc):
+    for doing in ("", "creating", "adopting", "deleting"):
+        cause, todo = explain(exc, doing)
+        assert cause and todo, (type(exc).__name__, doing)
