@@ -85,3 +85,19 @@ def test_every_error_says_what_to_do(exc):
     for doing in ("", "creating", "adopting", "deleting"):
         cause, todo = explain(exc, doing)
         assert cause and todo, (type(exc).__name__, doing)
+
+
+def test_a_create_that_may_have_happened_says_to_look_before_running_up_again():
+    exc = errors.ApiTimeout(
+        "read timed out. Creating the model resource may have succeeded anyway. List your model resources",
+        method="POST",
+        path="/v1/rl/model-resources",
+        maybe_sent=True,
+    )
+    exc.maybe_created = True
+    cause, todo = explain(exc, "creating")
+    assert "may have succeeded" in cause
+    assert "Before running `pulumi up` again" in todo and "adopt_id" in todo
+    # An ordinary timeout keeps the ordinary advice.
+    plain = errors.ApiTimeout("read timed out", method="GET", path="/v1/rl/model-resources/x")
+    assert "adopt_id" not in explain(plain, "creating")[1]

@@ -80,6 +80,13 @@ def explain(exc: BaseException, doing: str = "") -> tuple[str, str]:
     which timeout to raise, and what to check when an adopt fails.
     """
     adopting = doing == "adopting"
+    if getattr(exc, "maybe_created", False):
+        # The client could not tell whether the create happened and did not resend it. Running `pulumi up`
+        # blindly could make a second object: the user must look first (the message says where and what).
+        return str(exc), (
+            "Before running `pulumi up` again, look for it as the message says: if it exists, set adopt_id to "
+            "its id to take it over (or stop it); if it does not, run `pulumi up` again"
+        )
     if isinstance(exc, ProviderError):
         return exc.cause, exc.todo or UNEXPECTED_TODO
     if isinstance(exc, errors.Unauthorized):
