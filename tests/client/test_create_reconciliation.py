@@ -31,14 +31,9 @@ from pulumi_together_rl.client import (
     TrainingSessionCreateRequest,
     WandbMetadata,
 )
-from pulumi_together_rl.client.api import (
-    LIVE_RESOURCE_STATUSES,
-    ModelResource,
-    TrainingSession,
-    resource_matches,
-    session_matches,
-)
-from pulumi_together_rl.client.models import AdamConfig, MuonConfig
+from pulumi_together_rl.client.matching import resource_matches, session_matches
+from pulumi_together_rl.client.models import AdamConfig, ModelResource, MuonConfig, TrainingSession
+from pulumi_together_rl.client.reconcile import LIVE_RESOURCE_STATUSES
 
 from .scripted import Script, Sleeps, ago, error, make_client, now, page, reply, resource_json, session_json
 

@@ -21,7 +21,7 @@ from pulumi_together_rl.client import (
     TrainingSessionStatus,
     TrainingSessionUpdateRequest,
     WandbMetadata,
-    api,
+    wire,
 )
 
 from .scripted import Script, body_of, make_client, page, reply, resource_json, session_json
@@ -121,7 +121,7 @@ def test_iter_stops_on_a_cursor_cycle_without_repeating_items(caplog):
 
 
 def test_iter_stops_after_the_page_cap(monkeypatch, caplog):
-    monkeypatch.setattr(api, "MAX_PAGES", 4)
+    monkeypatch.setattr(wire, "MAX_PAGES", 4)
     counter = itertools.count()
 
     def server(request):

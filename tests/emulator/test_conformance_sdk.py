@@ -340,7 +340,7 @@ def test_the_emulators_enums_match_the_sdks():
     from together.types.post_training import ModelResourcesErrorCode, RlSupportedModel, SessionErrorCode
     from together.types.post_training.rl_supported_model import ComputeConfig
 
-    from pulumi_together_rl.emulator.state import ERROR_CODES, SUPPORTED_MODEL_GPU_TYPES
+    from pulumi_together_rl.emulator.tables import ERROR_CODES, SUPPORTED_MODEL_GPU_TYPES
 
     assert set(ERROR_CODES["model_resource"]) == set(get_args(ModelResourcesErrorCode))
     assert set(ERROR_CODES["training_session"]) == set(get_args(SessionErrorCode))

@@ -25,7 +25,7 @@ from emulator_helpers import (
 from together.types.post_training import ModelResources, Session
 
 from pulumi_together_rl.emulator.control import EmulatorControlError
-from pulumi_together_rl.emulator.state import ERROR_CODES
+from pulumi_together_rl.emulator.tables import ERROR_CODES
 
 
 def test_resource_moves_pending_creating_ready_as_the_clock_advances(emulator, api):

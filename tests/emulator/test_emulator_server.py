@@ -18,8 +18,9 @@ import uvicorn
 
 from pulumi_together_rl.emulator.app import EmulatorApp
 from pulumi_together_rl.emulator.control import EmulatorControl
+from pulumi_together_rl.emulator.errors import CapReached, InvalidRequest
 from pulumi_together_rl.emulator.server import EmulatorServer, bind_socket
-from pulumi_together_rl.emulator.state import CapReached, EmulatorState, InvalidRequest
+from pulumi_together_rl.emulator.state import EmulatorState
 
 ZERO = {
     k: 0

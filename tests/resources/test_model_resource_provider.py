@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from pulumi_together_rl.resources import _base
-from pulumi_together_rl.resources._base import ProviderError
+from pulumi_together_rl.resources import _base, _lifecycle
+from pulumi_together_rl.resources._errors import ProviderError
 
 from .conftest import MODEL, configure
 
@@ -286,10 +286,10 @@ _STOP = r"/v1/rl/model-resources/[^/]+/stop$"
 
 @pytest.fixture
 def quick_abandon(monkeypatch):
-    from pulumi_together_rl.resources import model_resource
+    from pulumi_together_rl.resources import _model_resource_helpers
 
-    monkeypatch.setattr(model_resource, "NOT_FOUND_GRACE", 0.1)
-    monkeypatch.setattr(_base, "ABANDON_STOP_RETRY_DELAYS", (0.01, 0.01))
+    monkeypatch.setattr(_model_resource_helpers, "NOT_FOUND_GRACE", 0.1)
+    monkeypatch.setattr(_lifecycle, "ABANDON_STOP_RETRY_DELAYS", (0.01, 0.01))
 
 
 def test_a_404_just_after_the_post_is_read_after_write_lag_not_a_failure(rig):

@@ -11,7 +11,7 @@ from pulumi_together_rl.client.models import (
     TrainingSessionUpdateRequest,
 )
 from pulumi_together_rl.resources import _base
-from pulumi_together_rl.resources._base import ProviderError
+from pulumi_together_rl.resources._errors import ProviderError
 
 
 @pytest.fixture

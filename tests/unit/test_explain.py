@@ -9,7 +9,7 @@ import pytest
 
 from pulumi_together_rl.client import errors
 from pulumi_together_rl.client.models import TrainingSession
-from pulumi_together_rl.resources._base import ProviderError, explain
+from pulumi_together_rl.resources._errors import ProviderError, explain
 from pulumi_together_rl.waiting import WaitFailed, WaitTimeout
 
 

@@ -11,10 +11,12 @@ drive the clock, inject failures and faults, and read the request log.
 
     python -m pulumi_together_rl.emulator --host 127.0.0.1 --port 0      # prints the base URL first
 
-Layout: :mod:`.state` (records, lifecycle, limits, clock; no HTTP), :mod:`.app` (routes and the error
-envelope), :mod:`.faults` (fault rules, request log, the ASGI layer applying them), :mod:`.server` (thread),
-:mod:`.control` (client of the control API), ``__main__`` (CLI). The official SDK ``together`` 3.1.1 is the
-oracle for wire shapes: every response validates with its pydantic models (tests/emulator).
+Layout: :mod:`.state` (the verbs of the state machine; no HTTP) with :mod:`.lifecycle` (transitions over
+time), :mod:`.records` (records, clock, pages), :mod:`.tables` (statuses, limits, supported models, prices,
+error codes), :mod:`.settings` (defaults and validation) and :mod:`.errors` (domain errors); :mod:`.app`
+(routes and the error envelope), :mod:`.faults` (fault rules, request log, the ASGI layer applying them),
+:mod:`.server` (thread), :mod:`.control` (client of the control API), ``__main__`` (CLI). The official SDK
+``together`` 3.1.1 is the oracle for wire shapes: every response validates with its pydantic models (tests/emulator).
 
 Control API
 -----------

@@ -18,7 +18,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .state import DEFAULT_SETTINGS, TIMING_KEYS, InvalidRequest
+from .errors import InvalidRequest
+from .settings import DEFAULT_SETTINGS, TIMING_KEYS
 
 _TIMINGS_HELP = (
     "seconds each state lasts, as KEY=SECONDS pairs joined by commas; keys: "

@@ -1,6 +1,6 @@
 """HTTP layer of the emulator: FastAPI routes that parse, call one state verb and serialize.
 
-Every refusal of the state machine (:class:`~.state.DomainError`) becomes the error envelope
+Every refusal of the state machine (:class:`~.errors.DomainError`) becomes the error envelope
 ``{"error": {message, type, param, code}}`` in exactly one place (:func:`_domain_error`); FastAPI's own
 validation, 404 and 405 answers are rewritten into the same envelope, so no client ever sees FastAPI's 422
 shape. Bodies and query strings are parsed by hand (not by FastAPI models) so that ``param`` names the
@@ -21,20 +21,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .errors import CapReached, Conflict, DomainError, InvalidRequest, NotFound
 from .faults import FaultBook, FaultMiddleware, RequestLog, envelope, error_type_for
-from .state import (
-    WANDB_KEYS,
-    CapReached,
-    Conflict,
-    DomainError,
-    EmulatorState,
-    InvalidRequest,
-    ModelResourceRecord,
-    NotFound,
-    Page,
-    TrainingSessionRecord,
-    iso,
-)
+from .records import ModelResourceRecord, Page, TrainingSessionRecord, iso
+from .state import EmulatorState
+from .tables import WANDB_KEYS
 
 # ------------------------------------------------------------------------------------------ serializers
 

@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .state import InvalidRequest
+from .errors import InvalidRequest
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

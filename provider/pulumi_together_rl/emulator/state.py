@@ -1,348 +1,76 @@
-"""The emulator's state machine: records, lifecycle transitions, limits, settings and the clock. No HTTP here.
+"""The emulator's state machine: the verbs of one emulated account over its records, limits and settings.
+No HTTP here.
 
-Transitions are lazy and deterministic: there is no background thread. Every public verb first advances the
-world to "now" (:meth:`EmulatorState.advance_to_now`), processing due transitions in time order, each stamped
-with the instant it was due (not the instant it was observed). The clock is real UTC time plus an offset
-that tests move forward with :meth:`EmulatorState.advance_clock`.
-
-A state's duration is read from the settings' ``timings`` when the transition is evaluated, so changing a
-timing also moves objects already in that state (a huge ``resource_pending`` holds resources in PENDING;
-setting it back to 0 releases them).
+Transitions are lazy and deterministic (:mod:`.lifecycle`, a base class of :class:`EmulatorState`): every
+public verb first advances the world to "now", processing due transitions in time order. The clock is real UTC
+time plus an offset that tests move forward with :meth:`EmulatorState.advance_clock`.
 
 Every verb runs under one lock and returns deep copies, so callers never share a record with the state.
-Domain failures are raised as :class:`DomainError` subclasses; the HTTP layer maps them to the error envelope.
+Domain failures are raised as :class:`~.errors.DomainError` subclasses; the HTTP layer maps them to the error
+envelope.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import math
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-# ---------------------------------------------------------------------------------------------- constants
-
-R_PENDING = "MODEL_RESOURCES_STATUS_PENDING"
-R_CREATING = "MODEL_RESOURCES_STATUS_CREATING"
-R_READY = "MODEL_RESOURCES_STATUS_READY"
-R_ERROR = "MODEL_RESOURCES_STATUS_ERROR"
-R_STOPPED = "MODEL_RESOURCES_STATUS_STOPPED"
-R_STOPPING = "MODEL_RESOURCES_STATUS_STOPPING"
-RESOURCE_STATUSES = (R_PENDING, R_CREATING, R_READY, R_ERROR, R_STOPPED, R_STOPPING)
-
-S_CREATING = "TRAINING_SESSION_STATUS_CREATING"
-S_RUNNING = "TRAINING_SESSION_STATUS_RUNNING"
-S_STOPPED = "TRAINING_SESSION_STATUS_STOPPED"
-S_STOPPING = "TRAINING_SESSION_STATUS_STOPPING"
-S_ERROR = "TRAINING_SESSION_STATUS_ERROR"
-S_EXPIRED = "TRAINING_SESSION_STATUS_EXPIRED"
-#: The list filter accepts these (UNSPECIFIED is only a proto default).
-SESSION_STATUSES = (S_CREATING, S_RUNNING, S_STOPPED, S_STOPPING, S_ERROR, S_EXPIRED)
-
-#: Sessions that occupy a slot on their resource (and block a stop without force).
-SESSION_HOLDS_SLOT = frozenset({S_CREATING, S_RUNNING, S_STOPPING})
-SESSION_TERMINAL = frozenset({S_STOPPED, S_ERROR, S_EXPIRED})
-RESOURCE_TERMINAL = frozenset({R_STOPPED, R_ERROR})
-
-RESOURCE_KIND = "model_resource"
-SESSION_KIND = "training_session"
-
-GPU_TYPES = ("H100-80GB", "B200-SXM")  # what a ModelResources object may report
-CREATE_GPU_TYPES = ("B200-SXM",)  # the only GPU type the API accepts on create today
-#: The only GPU type the SDK's RlSupportedModel accepts (``default_gpu_type`` and ``compute_configs[].gpu_type``
-#: are ``Literal["B200-SXM"]`` in together 3.1.1), so a custom supported-models table is held to it: a table
-#: naming H100-80GB would make ``GET /v1/rl/supported-models`` unreadable by the SDK.
-SUPPORTED_MODEL_GPU_TYPES = ("B200-SXM",)
-MUON_STRATEGIES = (
-    "MUON_SCALING_STRATEGY_UNSPECIFIED",
-    "MUON_SCALING_STRATEGY_MATCH_ADAM",
-    "MUON_SCALING_STRATEGY_ORIGINAL",
+from .errors import CapReached, Conflict, InvalidRequest, NotFound
+from .lifecycle import Lifecycle
+from .records import (
+    ArmedFailure,
+    Clock,
+    ModelResourceRecord,
+    Page,
+    ResourceSpec,
+    TrainingSessionRecord,
+    _newest_first,
+    _oldest_first,
+    _paginate,
+    utcnow,
 )
-BASE_WEIGHTS_REF = re.compile(r"^together://ml_[A-Za-z0-9]+(@rv_[A-Za-z0-9]+)?$")
-WANDB_KEYS = ("entity", "project", "group", "run_id", "run_name", "url")
-
-INACTIVE_TIMEOUT_DEFAULT = 3600
-INACTIVE_TIMEOUT_RANGE = (300, 86400)
-EXTEND_RANGE = (60, 86400)
-LIMIT_RANGE = (1, 100)
-LIMIT_DEFAULT = 20
-DISPLAY_NAME_MAX = 128
-LORA_RANK_MAX = 64
-LORA_ALPHA_RANGE = (1, 128)
-LORA_DEFAULTS = {"rank": 32, "alpha": 64, "dropout": 0.0, "train_unembed": True}
-#: Retry-After (seconds) of a session-cap 429 when no slot is about to free up.
-CAP_RETRY_AFTER = 30
-
-TIMING_KEYS = (
-    "resource_pending",
-    "resource_creating",
-    "resource_stopping",
-    "session_creating",
-    "session_stopping",
+from .settings import DEFAULT_SETTINGS, _is_number, _merge_settings
+from .tables import (
+    BASE_WEIGHTS_REF,
+    BUILTIN_SUPPORTED_MODELS,
+    CAP_RETRY_AFTER,
+    CREATE_GPU_TYPES,
+    DEFAULT_ERROR_MESSAGES,
+    DISPLAY_NAME_MAX,
+    ERROR_CODES,
+    EXTEND_RANGE,
+    GPU_PRICE_PER_HOUR,
+    INACTIVE_TIMEOUT_DEFAULT,
+    INACTIVE_TIMEOUT_RANGE,
+    LORA_ALPHA_RANGE,
+    LORA_DEFAULTS,
+    LORA_RANK_MAX,
+    MODEL_GPUS,
+    MUON_STRATEGIES,
+    R_CREATING,
+    R_PENDING,
+    R_READY,
+    R_STOPPING,
+    RESOURCE_KIND,
+    RESOURCE_STATUSES,
+    RESOURCE_TERMINAL,
+    S_CREATING,
+    S_RUNNING,
+    S_STOPPING,
+    SESSION_HOLDS_SLOT,
+    SESSION_KIND,
+    SESSION_STATUSES,
+    SESSION_TERMINAL,
 )
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "timings": {
-        "resource_pending": 2.0,
-        "resource_creating": 3.0,
-        "resource_stopping": 1.0,
-        "session_creating": 1.0,
-        "session_stopping": 1.0,
-    },
-    "api_key": None,
-    "user_id": "user_emulator",
-    "conflict_status": 409,
-    "session_cap_lora": 5,
-    "session_cap_full": 1,
-    "queue_position": None,
-    "supported_models": None,
-}
-
-_SAMPLING = {"logprobs": 1, "max_tokens": 100, "n": 1, "temperature": 1.0}
-#: The built-in `GET /v1/rl/supported-models` table (used while settings.supported_models is null).
-BUILTIN_SUPPORTED_MODELS: list[dict[str, Any]] = [
-    {
-        "base_model": "Qwen/Qwen3.5-4B",
-        "default_gpu_type": "B200-SXM",
-        "compute_configs": [
-            {
-                "gpu_type": "B200-SXM",
-                "generator_config": {"context_length": 32768, "sampling_defaults": dict(_SAMPLING)},
-                "trainer_config": {
-                    "lora": {"max_batch_size": 64, "max_rank": 64, "max_seq_length": 32768},
-                    "full": {"max_batch_size": 32, "max_seq_length": 16384},
-                },
-            }
-        ],
-    },
-    {
-        "base_model": "Qwen/Qwen3.5-35B-A3B",
-        "default_gpu_type": "B200-SXM",
-        "compute_configs": [
-            {
-                "gpu_type": "B200-SXM",
-                "generator_config": {"context_length": 65536, "sampling_defaults": dict(_SAMPLING)},
-                "trainer_config": {"lora": {"max_batch_size": 32, "max_rank": 32, "max_seq_length": 32768}},
-            }
-        ],
-    },
-    {
-        # Trainer only (SFT/DPO): no generator_config, so num_generator_replicas must be 0.
-        "base_model": "Qwen/Qwen3-0.6B",
-        "default_gpu_type": "B200-SXM",
-        "compute_configs": [
-            {
-                "gpu_type": "B200-SXM",
-                "trainer_config": {
-                    "lora": {"max_batch_size": 128, "max_rank": 64, "max_seq_length": 16384},
-                    "full": {"max_batch_size": 64, "max_seq_length": 16384},
-                },
-            }
-        ],
-    },
-]
-
-#: estimate-cost: on-demand USD per GPU-hour, and GPUs per part of a resource (unknown models: 1 GPU each).
-GPU_PRICE_PER_HOUR = {"B200-SXM": 5.50, "H100-80GB": 3.25}
-MODEL_GPUS = {
-    "Qwen/Qwen3.5-4B": {"trainer_lora": 1, "trainer_full": 2, "generator": 1},
-    "Qwen/Qwen3.5-35B-A3B": {"trainer_lora": 4, "trainer_full": 8, "generator": 2},
-    "Qwen/Qwen3-0.6B": {"trainer_lora": 1, "trainer_full": 1, "generator": 1},
-}
-
-#: The error codes each kind's ``error.code`` may carry (the SDK's ModelResourcesErrorCode / SessionErrorCode
-#: enums): ``fail-next`` refuses any other code, which the SDK could not parse.
-ERROR_CODES = {
-    "model_resource": (
-        "MODEL_RESOURCES_ERROR_CODE_CAPACITY_WAIT_TIMEOUT",
-        "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED",
-        "MODEL_RESOURCES_ERROR_CODE_RESOURCE_UNAVAILABLE",
-    ),
-    "training_session": (
-        "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE",
-        "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY",
-        "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
-        "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED",
-    ),
-}
-
-DEFAULT_ERROR_MESSAGES = {
-    "MODEL_RESOURCES_ERROR_CODE_CAPACITY_WAIT_TIMEOUT": (
-        "No GPU capacity became available for the model resource in time."
-    ),
-    "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED": "The model resource could not be provisioned.",
-    "MODEL_RESOURCES_ERROR_CODE_RESOURCE_UNAVAILABLE": "The model resource became unavailable.",
-    "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE": (
-        "The session could not start because the selected resource is unavailable."
-    ),
-    "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY": (
-        "The session could not start because the selected resource has no available capacity."
-    ),
-    "TRAINING_SESSION_ERROR_CODE_TIMED_OUT": "The session did not start in time.",
-    "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED": "The session failed.",
-}
-SESSION_RESOURCE_LOST_CODE = "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE"
 
 
-# ------------------------------------------------------------------------------------------------ errors
-
-
-class DomainError(Exception):
-    """A refusal by the emulated API. The HTTP layer turns it into the error envelope, once."""
-
-    code = "error"
-
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        if code is not None:
-            self.code = code
-
-
-class InvalidRequest(DomainError, ValueError):
-    """400: a body, query or setting failed validation; ``param`` names the field."""
-
-    code = "invalid_value"
-
-
-class NotFound(DomainError):
-    """404: no object with that id."""
-
-    code = "not_found"
-
-
-class Conflict(DomainError):
-    """The object's state refuses the call (HTTP status: settings.conflict_status)."""
-
-    code = "conflict"
-
-
-class CapReached(DomainError):
-    """429: the resource's session cap is full. ``retry_after`` is a hint in seconds."""
-
-    code = "session_limit_reached"
-
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message, param="model_resources_id")
-        self.retry_after = retry_after
-
-
-# ------------------------------------------------------------------------------------------------- clock
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-class Clock:
-    """Real UTC time (or an injected source) plus an offset that only moves forward."""
-
-    def __init__(self, wall: Callable[[], datetime] = utcnow) -> None:
-        self._wall = wall
-        self.offset = 0.0
-
-    def now(self) -> datetime:
-        return self._wall() + timedelta(seconds=self.offset)
-
-
-def iso(dt: datetime) -> str:
-    """RFC 3339 in UTC with a ``Z``, microsecond precision (what pydantic and the SDK parse)."""
-    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-# ----------------------------------------------------------------------------------------------- records
-
-
-@dataclasses.dataclass
-class ModelResourceRecord:
-    id: str
-    seq: int
-    base_model: str
-    gpu_type: str
-    num_generator_replicas: int
-    lora_enabled: bool
-    optimizer_config: dict[str, Any]
-    inactive_timeout: int
-    base_weights_ref: str | None
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-    status: str
-    entered_at: datetime
-    expires_at: datetime | None = None
-    error: dict[str, Any] | None = None
-    #: Filled on the copies handed out: place in the GPU queue while PENDING.
-    queue_position: int | None = None
-
-
-@dataclasses.dataclass
-class TrainingSessionRecord:
-    id: str
-    seq: int
-    model_resources_id: str
-    base_model: str
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-    status: str
-    entered_at: datetime
-    display_name: str | None = None
-    wandb: dict[str, str] = dataclasses.field(default_factory=dict)
-    lora_config: dict[str, Any] | None = None
-    resume_from_checkpoint_id: str | None = None
-    load_optimizer: bool | None = None
-    error: dict[str, Any] | None = None
-
-
-@dataclasses.dataclass
-class ArmedFailure:
-    id: str
-    kind: str
-    code: str
-    message: str
-    target: str | None  # object id, or None = the next transition of any object of that kind
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "code": self.code,
-            "message": self.message,
-            "target": self.target,
-        }
-
-
-@dataclasses.dataclass
-class ResourceSpec:
-    """A validated create / estimate-cost body, with server defaults filled in."""
-
-    base_model: str
-    gpu_type: str
-    num_generator_replicas: int
-    lora_enabled: bool
-    optimizer_config: dict[str, Any]
-    inactive_timeout: int
-    base_weights_ref: str | None
-
-
-@dataclasses.dataclass
-class Page:
-    data: list[Any]
-    limit: int
-    has_more: bool
-    next_cursor: str
-
-
-# ------------------------------------------------------------------------------------------------ state
-
-
-class EmulatorState:
+class EmulatorState(Lifecycle):
     """All objects, settings and the clock of one emulated Together RL account."""
 
     def __init__(
@@ -795,128 +523,6 @@ class EmulatorState:
 
     # ------------------------------------------------------------------------------------------ helpers
 
-    def advance_to_now(self) -> datetime:
-        with self._lock:
-            now = self.clock.now()
-            self._advance(now)
-            return now
-
-    def _advance(self, now: datetime) -> None:
-        """Process every transition due at or before ``now``, earliest first (ties: creation order)."""
-        while True:
-            best: tuple[datetime, int, Any] | None = None
-            for obj in (*self._resources.values(), *self._sessions.values()):
-                due = self._due(obj)
-                if due is not None and due <= now and (best is None or (due, obj.seq) < best[:2]):
-                    best = (due, obj.seq, obj)
-            if best is None:
-                return
-            self._transition(best[2], best[0])
-
-    def _due(self, obj: ModelResourceRecord | TrainingSessionRecord) -> datetime | None:
-        t = self._settings["timings"]
-        if isinstance(obj, ModelResourceRecord):
-            if obj.status == R_PENDING:
-                return obj.entered_at + timedelta(seconds=t["resource_pending"])
-            if obj.status == R_CREATING:
-                return obj.entered_at + timedelta(seconds=t["resource_creating"])
-            if obj.status == R_READY:
-                return obj.expires_at
-            if obj.status == R_STOPPING:
-                # A forced stop leaves its sessions STOPPING: the resource is not STOPPED before they are.
-                due = obj.entered_at + timedelta(seconds=t["resource_stopping"])
-                for s in self._stopping_sessions(obj):
-                    due = max(due, s.entered_at + timedelta(seconds=t["session_stopping"]))
-                return due
-            return None
-        if obj.status == S_CREATING:
-            return obj.entered_at + timedelta(seconds=t["session_creating"])
-        if obj.status == S_STOPPING:
-            return obj.entered_at + timedelta(seconds=t["session_stopping"])
-        return None
-
-    def _transition(self, obj: ModelResourceRecord | TrainingSessionRecord, at: datetime) -> None:
-        provisioning = obj.status in (R_PENDING, R_CREATING, S_CREATING)
-        failure = self._take_failure(obj, provisioning)
-        if failure is not None:
-            self._fail(obj, at, failure.code, failure.message)
-            return
-        if isinstance(obj, ModelResourceRecord):
-            if obj.status == R_PENDING:
-                self._set_resource(obj, R_CREATING, at)
-            elif obj.status == R_CREATING:
-                self._set_resource(obj, R_READY, at)
-                obj.expires_at = at + timedelta(seconds=obj.inactive_timeout)
-            elif obj.status == R_READY:  # idle past expires_at: stop for inactivity, sessions expire
-                self._end_sessions(obj, at, S_EXPIRED)
-                self._set_resource(obj, R_STOPPING, at)
-            elif obj.status == R_STOPPING:
-                # Its STOPPING sessions are due at or before `at` (see _due); on a tie they go first, through
-                # _transition so that a failure armed for one of them still fires.
-                for s in self._stopping_sessions(obj):
-                    self._transition(s, at)
-                self._set_resource(obj, R_STOPPED, at)
-        elif obj.status == S_CREATING:
-            self._set_session(obj, S_RUNNING, at)
-        elif obj.status == S_STOPPING:
-            self._set_session(obj, S_STOPPED, at)
-
-    def _stopping_sessions(self, res: ModelResourceRecord) -> list[TrainingSessionRecord]:
-        return [
-            s
-            for s in _oldest_first(self._sessions.values())
-            if s.model_resources_id == res.id and s.status == S_STOPPING
-        ]
-
-    def _take_failure(
-        self, obj: ModelResourceRecord | TrainingSessionRecord, provisioning: bool
-    ) -> ArmedFailure | None:
-        kind = RESOURCE_KIND if isinstance(obj, ModelResourceRecord) else SESSION_KIND
-        for i, f in enumerate(self._failures):
-            if f.kind == kind and (f.target == obj.id or (f.target is None and provisioning)):
-                return self._failures.pop(i)
-        return None
-
-    def _fail(
-        self, obj: ModelResourceRecord | TrainingSessionRecord, at: datetime, code: str, message: str
-    ) -> None:
-        obj.error = {"code": code, "message": message, "occurred_at": at}
-        if isinstance(obj, ModelResourceRecord):
-            self._end_sessions(obj, at, S_ERROR)
-            self._set_resource(obj, R_ERROR, at)
-        else:
-            self._set_session(obj, S_ERROR, at)
-
-    def _end_sessions(self, res: ModelResourceRecord, at: datetime, status: str) -> None:
-        """The resource went away: live sessions end in ``status``; those already stopping finish STOPPED."""
-        for s in _oldest_first(self._sessions.values()):
-            if s.model_resources_id != res.id or s.status not in SESSION_HOLDS_SLOT:
-                continue
-            if s.status == S_STOPPING:
-                self._set_session(s, S_STOPPED, at)
-                continue
-            if status == S_ERROR:
-                s.error = {
-                    "code": SESSION_RESOURCE_LOST_CODE,
-                    "message": DEFAULT_ERROR_MESSAGES[SESSION_RESOURCE_LOST_CODE],
-                    "occurred_at": at,
-                }
-            self._set_session(s, status, at)
-
-    @staticmethod
-    def _set_resource(rec: ModelResourceRecord, status: str, at: datetime) -> None:
-        rec.status = status
-        rec.entered_at = at
-        rec.updated_at = at
-        if status != R_READY:
-            rec.expires_at = None
-
-    @staticmethod
-    def _set_session(rec: TrainingSessionRecord, status: str, at: datetime) -> None:
-        rec.status = status
-        rec.entered_at = at
-        rec.updated_at = at
-
     def _cap_retry_after(self, holding: list[TrainingSessionRecord], now: datetime) -> int:
         stopping = [s for s in holding if s.status == S_STOPPING]
         if not stopping:
@@ -1003,43 +609,9 @@ class EmulatorState:
 # ------------------------------------------------------------------------------------ module helpers
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _revision_of(ref: str) -> str:
     """The revision a ref without ``@rv_`` is pinned to: stable per ref, like a registry's latest revision."""
     return hashlib.sha256(ref.encode()).hexdigest()[:20]
-
-
-def _sort_key(obj: Any) -> tuple[datetime, str]:
-    return (obj.created_at, obj.id)
-
-
-def _newest_first(items: Iterable[Any]) -> list[Any]:
-    return sorted(items, key=_sort_key, reverse=True)
-
-
-def _oldest_first(items: Iterable[Any]) -> list[Any]:
-    return sorted(items, key=_sort_key)
-
-
-def _paginate(items: list[Any], everything: dict[str, Any], limit: int | None, after: str | None) -> Page:
-    if limit is None:
-        limit = LIMIT_DEFAULT
-    if not LIMIT_RANGE[0] <= limit <= LIMIT_RANGE[1]:
-        raise InvalidRequest(f"limit must be between {LIMIT_RANGE[0]} and {LIMIT_RANGE[1]}.", param="limit")
-    ordered = _newest_first(items)
-    if after:
-        cursor = everything.get(after)
-        if cursor is None:
-            raise InvalidRequest(f"after: unknown cursor {after!r}.", param="after", code="invalid_cursor")
-        # Position by the cursor object's sort key, so a cursor that no longer matches the filter still works.
-        key = _sort_key(cursor)
-        ordered = [o for o in ordered if _sort_key(o) < key]
-    data = ordered[:limit]
-    has_more = len(ordered) > limit
-    return Page(data=data, limit=limit, has_more=has_more, next_cursor=data[-1].id if has_more else "")
 
 
 def _check_statuses(status: Iterable[str] | None, allowed: tuple[str, ...]) -> set[str] | None:
@@ -1082,83 +654,3 @@ def _check_optimizer(config: dict[str, Any] | None) -> dict[str, Any]:
             param="optimizer_config.muon.scaling_strategy",
         )
     return {"muon": {"scaling_strategy": strategy}}
-
-
-def _merge_settings(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``patch`` and return ``current`` with it applied (``timings`` merged key by key)."""
-    if not isinstance(patch, dict):
-        raise InvalidRequest("settings must be an object.")
-    out = copy.deepcopy(current)
-    for key, value in patch.items():
-        if key not in DEFAULT_SETTINGS:
-            raise InvalidRequest(
-                f"unknown setting {key!r}; known: {', '.join(DEFAULT_SETTINGS)}.",
-                param=key,
-                code="unknown_setting",
-            )
-        if key == "timings":
-            if not isinstance(value, dict):
-                raise InvalidRequest("timings must be an object of seconds.", param="timings")
-            for name, seconds in value.items():
-                if name not in TIMING_KEYS:
-                    raise InvalidRequest(
-                        f"unknown timing {name!r}; known: {', '.join(TIMING_KEYS)}.", param=f"timings.{name}"
-                    )
-                if not _is_number(seconds) or seconds < 0 or not math.isfinite(seconds):
-                    raise InvalidRequest(f"timings.{name} must be a number >= 0.", param=f"timings.{name}")
-                out["timings"][name] = float(seconds)
-        elif key == "api_key":
-            if value is not None and (not isinstance(value, str) or not value):
-                raise InvalidRequest("api_key must be a non-empty string or null.", param=key)
-            out[key] = value
-        elif key == "user_id":
-            if not isinstance(value, str) or not value or value == "me":
-                raise InvalidRequest("user_id must be a non-empty string other than 'me'.", param=key)
-            out[key] = value
-        elif key == "conflict_status":
-            if not isinstance(value, int) or isinstance(value, bool) or not 400 <= value <= 599:
-                raise InvalidRequest("conflict_status must be an HTTP status between 400 and 599.", param=key)
-            out[key] = value
-        elif key in ("session_cap_lora", "session_cap_full"):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InvalidRequest(f"{key} must be an integer >= 0.", param=key)
-            out[key] = value
-        elif key == "queue_position":
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise InvalidRequest("queue_position must be an integer >= 1 or null.", param=key)
-            out[key] = value
-        elif key == "supported_models":
-            out[key] = None if value is None else _check_supported_models(value)
-    return out
-
-
-def _check_supported_models(value: Any) -> list[dict[str, Any]]:
-    if isinstance(value, dict) and "data" in value:
-        value = value["data"]
-    if not isinstance(value, list):
-        raise InvalidRequest("supported_models must be a list of models or null.", param="supported_models")
-    for i, model in enumerate(value):
-        where = f"supported_models[{i}]"
-        if (
-            not isinstance(model, dict)
-            or not isinstance(model.get("base_model"), str)
-            or not model["base_model"]
-        ):
-            raise InvalidRequest(f"{where} must be an object with a base_model.", param=where)
-        gpus = ", ".join(SUPPORTED_MODEL_GPU_TYPES)
-        if model.get("default_gpu_type") not in SUPPORTED_MODEL_GPU_TYPES:
-            raise InvalidRequest(
-                f"{where}.default_gpu_type must be one of: {gpus}.", param=f"{where}.default_gpu_type"
-            )
-        configs = model.get("compute_configs")
-        if configs is None:
-            continue
-        if not isinstance(configs, list):
-            raise InvalidRequest(f"{where}.compute_configs must be a list.", param=f"{where}.compute_configs")
-        for j, config in enumerate(configs):
-            at = f"{where}.compute_configs[{j}]"
-            if not isinstance(config, dict) or config.get("gpu_type") not in SUPPORTED_MODEL_GPU_TYPES:
-                raise InvalidRequest(
-                    f"{at} must be an object whose gpu_type is one of: {gpus}.", param=f"{at}.gpu_type"
-                )
-    return copy.deepcopy(value)

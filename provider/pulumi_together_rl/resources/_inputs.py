@@ -1,0 +1,221 @@
+"""Inputs: validation for ``check``, values unknown at preview, canonical forms for ``diff``, shape helpers.
+
+* ``check`` helpers validate with the resource's pydantic "validated inputs" model, turn every pydantic error
+  into one ``CheckFailure`` per property path, and leave values that are unknown at preview untouched.
+* ``diff`` helpers compare canonical forms of the real inputs only; they never make HTTP calls.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Annotated, Any, get_args
+
+from pulumi.dynamic import CheckFailure, DiffResult
+from pulumi.output import Unknown
+from pydantic import BaseModel, BeforeValidator, Strict, ValidationError
+
+PROVIDER_KEY = "__provider"
+UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN, without importing rpc
+
+
+# --------------------------------------------------------------------------------------- unknowns + shapes
+
+
+def is_unknown(value: Any) -> bool:
+    return isinstance(value, Unknown) or (isinstance(value, str) and value == UNKNOWN_SENTINEL)
+
+
+def contains_unknown(value: Any) -> bool:
+    if is_unknown(value):
+        return True
+    if isinstance(value, Mapping):
+        return any(contains_unknown(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(contains_unknown(v) for v in value)
+    return False
+
+
+def canonical(value: Any, *, top: bool = True) -> Any:
+    """The comparable form of an input: ``None`` entries dropped, whole floats as ints, and an empty object at
+    the top equal to an unset input (``compute_config={}`` means the defaults). Nested empty objects are kept:
+    ``{"adam": {}}`` and ``{"muon": {}}`` differ."""
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if key == PROVIDER_KEY or item is None:
+                continue
+            out[key] = canonical(item, top=False)
+        return (out or None) if top else out
+    if isinstance(value, (list, tuple)):
+        return [canonical(v, top=False) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def drop_none(value: Any) -> Any:
+    """``value`` without ``None`` entries (the wire drops them anyway; do it here so outputs are stable)."""
+    if isinstance(value, Mapping):
+        return {k: drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_none(v) for v in value]
+    return value
+
+
+def pick(props: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """The entries of ``props`` named in ``keys`` that are set."""
+    return {k: props[k] for k in keys if props.get(k) is not None}
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def short_id(ident: str) -> str:
+    return ident if len(ident) <= 12 else ident[:8] + "…"
+
+
+# --------------------------------------------------------------------------------------------------- check
+
+
+def _whole(value: Any) -> Any:
+    # Numbers cross the Pulumi wire as doubles: 32 arrives as 32.0. Take whole floats back to ints.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WholeInt = Annotated[int, Strict(), BeforeValidator(_whole)]
+"""An integer input: whole floats (from the wire) become ints; bools, strings and fractions are rejected."""
+
+
+def validate_inputs(
+    model: type[BaseModel],
+    news: Mapping[str, Any],
+    *,
+    required: Iterable[str],
+    hints: Mapping[str, str],
+) -> tuple[dict[str, Any], list[CheckFailure]]:
+    """Validate ``news`` with ``model``: (normalised inputs, one failure per bad property path).
+
+    Values unknown at preview are left out of validation and put back unchanged; a required property that is
+    unknown is fine. On failure the inputs come back as given.
+    """
+    props = {k: v for k, v in news.items() if k != PROVIDER_KEY and v is not None}
+    known, unknowns = _split_unknowns(props, ())
+    failures: list[CheckFailure] = []
+    seen: set[str] = set()
+    for name in required:
+        if name not in props:
+            failures.append(CheckFailure(name, f"{name} is required. {hints.get(name, '')}".strip()))
+            seen.add(name)
+    try:
+        validated = model.model_validate(known)
+    except ValidationError as exc:
+        for err in exc.errors():
+            path = ".".join(str(part) for part in err["loc"])
+            if path not in seen:
+                seen.add(path)
+                failures.append(CheckFailure(path, _reason(err, path, hints, model)))
+        return props, failures
+    if failures:
+        return props, failures
+    inputs = drop_none(validated.model_dump(mode="json", exclude_unset=True))
+    for path, value in unknowns:
+        target = inputs
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = value
+    return inputs, failures
+
+
+def _split_unknowns(value: Mapping[str, Any], path: tuple[str, ...]) -> tuple[dict[str, Any], list]:
+    known: dict[str, Any] = {}
+    unknowns: list[tuple[tuple[str, ...], Any]] = []
+    for key, item in value.items():
+        if contains_unknown(item) and isinstance(item, Mapping) and not is_unknown(item):
+            known[key], inner = _split_unknowns(item, (*path, key))
+            unknowns.extend(inner)
+        elif contains_unknown(item):
+            unknowns.append(((*path, key), item))
+        elif item is not None:
+            known[key] = item
+    return known, unknowns
+
+
+def _reason(err: Mapping[str, Any], path: str, hints: Mapping[str, str], model: type[BaseModel]) -> str:
+    kind = err["type"]
+    parent = path.rpartition(".")[0]
+    if kind == "extra_forbidden":
+        where = " from " + parent if parent else ""
+        hint = hints.get(parent, "")
+        return f"{path} is not a known input. Remove it{where} (check the spelling). {hint}".strip()
+    nested = _model_at(model, err["loc"])
+    if kind in ("model_type", "model_attributes_type", "dict_type") and nested is not None:
+        keys = list(nested.model_fields)
+        message = (
+            f"should be an object with keys {', '.join(keys)}" if keys else "should be an empty object {}"
+        )
+    elif kind == "value_error":
+        message = str(err.get("ctx", {}).get("error", ""))
+    else:
+        message = err["msg"]
+    # Never show the names of the validation classes (_LoraConfig ...): they mean nothing to the user.
+    message = re.sub(r"(?:or )?(?:an )?instance of _?[A-Z]\w*", "", message).strip().rstrip(",")
+    message = message[0].lower() + message[1:] if message else "invalid value"
+    got = repr(err.get("input"))
+    got = got if len(got) <= 60 else got[:57] + "..."
+    hint = hints.get(path) or hints.get(parent, "")
+    return f"{path}: {message} (got {got}). {hint}".strip()
+
+
+def _model_at(model: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | None:
+    """The pydantic model validating the value at ``loc`` (None if that value is not an object)."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        field = current.model_fields.get(str(part)) if current is not None else None
+        if field is None:
+            return None
+        current = _inner_model(field.annotation)
+    return current
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- diff
+
+
+def changed_keys(olds: Mapping[str, Any], news: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
+    """Input keys whose value differs (canonical forms; an unknown new value always counts as a change)."""
+    return [
+        k for k in keys if contains_unknown(news.get(k)) or canonical(olds.get(k)) != canonical(news.get(k))
+    ]
+
+
+def diff_inputs(
+    olds: Mapping[str, Any],
+    news: Mapping[str, Any],
+    *,
+    replace_on_changes: tuple[str, ...],
+    update_in_place: tuple[str, ...],
+) -> DiffResult:
+    """``DiffResult`` over the real inputs only: never ``__provider``, never outputs or server-filled values.
+
+    Replacement is always delete-before-replace (see each resource's module docstring for why).
+    """
+    changed = changed_keys(olds, news, (*replace_on_changes, *update_in_place))
+    replaces = [k for k in changed if k in replace_on_changes]
+    return DiffResult(
+        changes=bool(changed),
+        replaces=replaces,
+        stables=[],
+        delete_before_replace=True if replaces else None,
+    )

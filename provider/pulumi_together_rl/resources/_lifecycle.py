@@ -1,0 +1,145 @@
+"""Lifecycle helpers shared by both providers: waiting, a refused stop, abandoning a failed create.
+
+:func:`wait` (with a grace for read-after-write lag), :func:`look_after_refused_stop` (a refused stop is
+judged by the object's state) and :func:`abandon` (stop what a failed create made).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+from .. import config
+from ..client import errors
+from ..waiting import format_elapsed, wait_for
+from ._errors import ProviderError, explain, log
+
+T = TypeVar("T")
+
+
+def get_or_none(getter: Callable[[str], T], ident: str) -> T | None:
+    """``getter(ident)``, with 404 as ``None`` (not-found is a state)."""
+    try:
+        return getter(ident)
+    except errors.NotFound:
+        return None
+
+
+NOT_FOUND_GRACE = 60.0
+"""Seconds after a create during which a 404 for the new object means "not visible yet" (read-after-write lag
+of the API), not "gone": the create wait keeps polling that long (or until ``create_timeout``)."""
+
+ABANDON_STOP_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+"""Pauses (seconds) between the retries of a stop that answers 404 after a failed create (the object was just
+made, so a 404 may be read-after-write lag rather than proof it is gone)."""
+
+
+def wait(
+    fetch: Callable[[], T | None],
+    *,
+    done: Callable[[T | None], bool],
+    failed: Callable[[T | None], bool],
+    describe: Callable[[T | None], str],
+    timeout: float,
+    not_found_grace: float = 0.0,
+) -> T | None:
+    """:func:`waiting.wait_for` with the configured poll interval."""
+    return wait_for(
+        fetch,
+        done=done,
+        failed=failed,
+        describe=describe,
+        timeout=float(timeout),
+        poll_interval=config.current().poll_interval,
+        not_found_grace=not_found_grace,
+    )
+
+
+def look_after_refused_stop(
+    doing: str, kind: str, ident: str, fetch: Callable[[], T | None], refusal: errors.ApiError
+) -> T | None:
+    """A stop was refused (409/400): GET the object to learn why. Returns it (``None`` = 404).
+
+    The API's answer to stopping an object that is already stopped is not documented, so a refusal is judged by
+    the object's state, never by the message text. If the GET fails too, the refusal is what gets reported.
+    """
+    try:
+        return fetch()
+    except Exception as exc:
+        raise ProviderError(doing, kind, ident, *explain(refusal, doing)) from exc
+
+
+def abandon(
+    doing: str,
+    kind: str,
+    ident: str,
+    exc: BaseException,
+    *,
+    stop: Callable[[], Any],
+    fetch: Callable[[], Any],
+    gone: Callable[[Any], bool],
+    path: str,
+    stopped_note: str,
+) -> NoReturn:
+    """After a failed create: stop what was made (best effort, logged), then raise the error naming the id.
+
+    ``fetch`` GETs the object (``None`` = 404) and ``gone`` says whether its state counts as stopped: a stop the
+    API refuses (409/400) for an object already in such a state is a success. A stop that answers 404 is retried
+    (:data:`ABANDON_STOP_RETRY_DELAYS`): right after the create that may be read-after-write lag, so a lasting
+    404 is reported as "may still exist", never as proof it is gone. ``path`` is the collection's API path (for
+    the manual check), ``stopped_note`` what a successful stop means for billing.
+    ``KeyboardInterrupt``/``SystemExit`` are re-raised as they are, after the stop."""
+    stopped = _stop_after_failed_create(kind, ident, stop, fetch, gone, path, stopped_note)
+    if not isinstance(exc, Exception):
+        raise exc
+    cause, todo = explain(exc, doing)
+    raise ProviderError(doing, kind, ident, cause, f"{stopped}. {todo}") from exc
+
+
+def _stop_after_failed_create(
+    kind: str,
+    ident: str,
+    stop: Callable[[], Any],
+    fetch: Callable[[], Any],
+    gone: Callable[[Any], bool],
+    path: str,
+    stopped_note: str,
+) -> str:
+    """Stop the object; the sentence saying how that went."""
+    by_hand = f"check it with GET {path}/{ident} and stop it if it is there (POST {path}/{ident}/stop)"
+    delays = list(ABANDON_STOP_RETRY_DELAYS)
+    started, attempts = time.monotonic(), 0
+    while True:
+        attempts += 1
+        try:
+            stop()
+        except errors.NotFound:
+            if delays:
+                time.sleep(delays.pop(0))
+                continue
+            tried = f"{attempts} times over {format_elapsed(time.monotonic() - started)}"
+            log(f"{kind} {ident}: create failed; stopping it answered 404 (not found) {tried}")
+            return (
+                f"It may still exist: stopping it answered 404 (not found) {tried}, which can be the API's "
+                f"read-after-write lag; {by_hand}"
+            )
+        except (errors.Conflict, errors.BadRequest) as stop_exc:
+            try:
+                obj = fetch()
+            except Exception:
+                obj = None
+            if obj is not None and gone(obj):
+                state = obj.status.short
+                log(f"{kind} {ident}: create failed; it is already {state}")
+                return f"It is already {state}: {stopped_note}"
+            stop_cause, _ = explain(stop_exc)
+            log(f"{kind} {ident}: create failed and stopping it failed: {stop_cause}")
+            return f"Stopping it failed too ({stop_cause}); {by_hand}"
+        except Exception as stop_exc:
+            stop_cause, _ = explain(stop_exc)
+            log(f"{kind} {ident}: create failed and stopping it failed: {stop_cause}")
+            return f"Stopping it failed too ({stop_cause}); {by_hand}"
+        else:
+            log(f"{kind} {ident}: create failed; stopped it")
+            return f"It has been stopped: {stopped_note}"

@@ -1,0 +1,320 @@
+"""The private helpers of :mod:`.model_resource` (everything but its Args, Resource and Provider).
+
+The keys of its inputs and outputs (``_REPLACE_ON_CHANGES`` drives ``diff``), the validated inputs (pydantic,
+built in ``check``) with their hints, the remote part of ``check``, the one ``_to_request`` and one
+``_to_outputs``, waiting for READY, the attached-sessions listing of ``delete``, and ``adopt_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pulumi.dynamic import CheckFailure, CreateResult
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, model_validator
+
+from .. import config
+from ..client import errors
+from ..client.models import (
+    RESOURCE_GONE,
+    ModelResourceCreateRequest,
+    ModelResourceStatus,
+    TrainingSessionStatus,
+)
+from ..client.models import ModelResource as WireModelResource
+from ._base import api_client, remote_check, supported_models
+from ._errors import ProviderError, explain
+from ._inputs import WholeInt, drop_none, iso, pick, short_id
+from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
+
+KIND = "model resource"
+_PATH = "/v1/rl/model-resources"
+
+_REPLACE_ON_CHANGES = (
+    "base_model",
+    "base_weights_ref",
+    "compute_config",
+    "lora_enabled",
+    "optimizer_config",
+    "inactive_timeout",
+)
+_UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id")
+_REMOTE_CHECK_KEYS = ("base_model", "compute_config", "lora_enabled")  # what _check_supported looks at
+_INPUT_KEYS = _REPLACE_ON_CHANGES + _UPDATE_IN_PLACE
+_OUTPUT_KEYS = (
+    "status",
+    "queue_position",
+    "error",
+    "created_at",
+    "updated_at",
+    "created_by",
+    "expires_at",
+    "effective_compute_config",
+    "effective_optimizer_config",
+    "effective_lora_enabled",
+    "effective_inactive_timeout",
+    "effective_base_weights_ref",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _ComputeConfig(_Strict):
+    gpu_type: Literal["B200-SXM", "H100-80GB"] | None = None
+    num_generator_replicas: WholeInt | None = Field(None, ge=0)
+
+
+class _Muon(_Strict):
+    # Not the wire enum: that one also parses the legacy MATCH_ADAMW spelling and values it does not know.
+    scaling_strategy: (
+        Literal[
+            "MUON_SCALING_STRATEGY_MATCH_ADAM",
+            "MUON_SCALING_STRATEGY_ORIGINAL",
+            "MUON_SCALING_STRATEGY_UNSPECIFIED",
+        ]
+        | None
+    ) = None
+
+
+class _Adam(_Strict):
+    """Adam takes no settings: ``{}``."""
+
+
+class _OptimizerConfig(_Strict):
+    adam: _Adam | None = None
+    muon: _Muon | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> _OptimizerConfig:
+        if self.adam is not None and self.muon is not None:
+            raise ValueError("set only one of adam or muon")
+        return self
+
+
+class _Inputs(_Strict):
+    """Validated inputs of a model resource (what ``check`` returns, normalised)."""
+
+    base_model: StrictStr | None = Field(None, min_length=1)
+    base_weights_ref: StrictStr | None = Field(
+        None, max_length=256, pattern=r"^together://ml_[A-Za-z0-9]+(@rv_[A-Za-z0-9]+)?$"
+    )
+    compute_config: _ComputeConfig | None = None
+    lora_enabled: StrictBool | None = None
+    optimizer_config: _OptimizerConfig | None = None
+    inactive_timeout: WholeInt | None = Field(None, ge=300, le=86400)
+    create_timeout: StrictFloat | None = Field(None, gt=0)
+    delete_timeout: StrictFloat | None = Field(None, gt=0)
+    force_stop: StrictBool | None = None
+    adopt_id: StrictStr | None = Field(None, min_length=1)
+
+
+_HINTS = {
+    "base_model": 'Set base_model to a model listed by GET /v1/rl/supported-models, e.g. "Qwen/Qwen3.5-4B"',
+    "base_weights_ref": "Use a model-registry reference such as together://ml_A1b2C3 (optionally with "
+    "@rv_<revision>), at most 256 characters",
+    "compute_config": "compute_config takes gpu_type and num_generator_replicas",
+    "compute_config.gpu_type": 'Use "B200-SXM" or "H100-80GB", or leave it unset for the model\'s default GPU',
+    "compute_config.num_generator_replicas": "Use a whole number >= 0 (0 = trainer only; RL needs at least 1)",
+    "lora_enabled": "Use true (LoRA sessions) or false (one full-weight session)",
+    "optimizer_config": 'Use {"adam": {}} or {"muon": {"scaling_strategy": ...}}',
+    "optimizer_config.adam": "adam takes no settings: use {}",
+    "optimizer_config.muon": "muon takes only scaling_strategy",
+    "optimizer_config.muon.scaling_strategy": "Use MUON_SCALING_STRATEGY_MATCH_ADAM, "
+    "MUON_SCALING_STRATEGY_ORIGINAL or MUON_SCALING_STRATEGY_UNSPECIFIED",
+    "inactive_timeout": "Use a whole number of seconds from 300 to 86400 (the API default is 3600)",
+    "create_timeout": "Use a number of seconds > 0 (default 3600)",
+    "delete_timeout": "Use a number of seconds > 0 (default 900)",
+    "force_stop": "Use true or false",
+    "adopt_id": "Use the id of an existing model resource, or leave adopt_id unset",
+}
+
+
+def _check_supported(inputs: dict[str, Any]) -> list[CheckFailure]:
+    """The remote part of check: the model, GPU type, full-weight training and generator replicas on offer."""
+    base_model = inputs.get("base_model")
+    if not isinstance(base_model, str):
+        return []
+    models = remote_check(KIND, base_model, supported_models)
+    if models is None:  # skipped, with a warning: no key, or the API cannot be asked
+        return []
+    model = next((m for m in models.data if m.base_model == base_model), None)
+    if model is None:
+        offered = ", ".join(m.base_model for m in models.data) or "none"
+        return [CheckFailure("base_model", f"base_model {base_model!r} is not offered for post-training. "
+                                           f"Use one of: {offered}")]  # fmt: skip
+    compute = inputs.get("compute_config")
+    compute = compute if isinstance(compute, dict) else {}
+    gpu = compute.get("gpu_type") or (model.default_gpu_type.value if model.default_gpu_type else None)
+    if not isinstance(gpu, str):
+        return []
+    offer = next((c for c in model.compute_configs if c.gpu_type.value == gpu), None)
+    if offer is None:
+        offered = ", ".join(c.gpu_type.value for c in model.compute_configs) or "none"
+        return [
+            CheckFailure(
+                "compute_config.gpu_type", f"{gpu} is not offered for {base_model}. Use one of: {offered}"
+            )
+        ]
+    failures = []
+    if inputs.get("lora_enabled") is False and not (offer.trainer_config and offer.trainer_config.full):
+        failures.append(CheckFailure("lora_enabled", f"full-weight training is not offered for {base_model} on "
+                                                     f"{gpu}. Set lora_enabled to true"))  # fmt: skip
+    replicas = compute.get("num_generator_replicas")
+    if isinstance(replicas, int) and replicas > 0 and offer.generator_config is None:
+        failures.append(CheckFailure("compute_config.num_generator_replicas", f"{base_model} on {gpu} offers no "
+                                     "generator replicas. Set num_generator_replicas to 0 (trainer only)"))  # fmt: skip
+    return failures
+
+
+def _to_request(inputs: Mapping[str, Any]) -> ModelResourceCreateRequest:
+    return ModelResourceCreateRequest.model_validate(pick(inputs, _REPLACE_ON_CHANGES))
+
+
+def _to_outputs(inputs: Mapping[str, Any], mr: WireModelResource) -> dict[str, Any]:
+    """The state: declared inputs under their own names, then what the API reports."""
+    return drop_none(
+        {
+            **pick(inputs, _INPUT_KEYS),
+            "status": mr.status.short,
+            "queue_position": mr.status_details.queue_position if mr.status_details else None,
+            "error": {"code": mr.error.code, "message": mr.error.message} if mr.error else None,
+            "created_at": iso(mr.created_at),
+            "updated_at": iso(mr.updated_at),
+            "created_by": mr.created_by,
+            "expires_at": iso(mr.expires_at),
+            "effective_compute_config": mr.compute_config.to_wire(),
+            "effective_optimizer_config": mr.optimizer_config.to_wire(),
+            "effective_lora_enabled": mr.lora_enabled,
+            "effective_inactive_timeout": mr.inactive_timeout,
+            "effective_base_weights_ref": mr.base_weights_ref,
+        }
+    )
+
+
+def _inputs_from_api(mr: WireModelResource) -> dict[str, Any]:
+    """Inputs that describe an existing resource (for ``.get()``, where nothing was declared)."""
+    return drop_none(
+        {
+            "base_model": mr.base_model,
+            "base_weights_ref": mr.base_weights_ref,
+            "compute_config": mr.compute_config.to_wire(),
+            "lora_enabled": mr.lora_enabled,
+            "optimizer_config": mr.optimizer_config.to_wire() or None,
+            "inactive_timeout": mr.inactive_timeout,
+        }
+    )
+
+
+def _describe(id_: str):
+    def describe(mr: WireModelResource | None) -> str:
+        if mr is None:
+            return f"{KIND} {short_id(id_)}: not found"
+        queue = mr.status_details.queue_position if mr.status_details else None
+        where = f", queue position {queue}" if mr.status == ModelResourceStatus.PENDING and queue else ""
+        return f"{KIND} {short_id(id_)}: {mr.status.short}{where}"
+
+    return describe
+
+
+def _wait_ready(client: Any, id_: str, inputs: Mapping[str, Any]) -> WireModelResource:
+    return wait(
+        lambda: get_or_none(client.get_model_resource, id_),
+        done=lambda mr: mr is not None and mr.status == ModelResourceStatus.READY,
+        failed=lambda mr: mr is None or mr.status in RESOURCE_GONE,
+        describe=_describe(id_),
+        timeout=inputs.get("create_timeout") or config.MODEL_RESOURCE_CREATE_TIMEOUT,
+        not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
+    )
+
+
+_RUNNING_SESSIONS = frozenset({TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING})
+
+_ATTACHED_TODO = (
+    "Stop those sessions first (destroy their TrainingSession resources, or POST "
+    "/v1/rl/training-sessions/<id>/stop), or use force_stop. Pulumi deletes a resource with the inputs it was last "
+    "deployed with, so force_stop=True must be deployed on its own first: set it, undo any other change to this "
+    "ModelResource for now, and run `pulumi up` (or `pulumi up --target <URN of this ModelResource>`; "
+    "`pulumi stack --show-urns` lists URNs); then apply your change, or run `pulumi destroy`, again"
+)
+
+
+def _sessions_on(client: Any, id_: str, statuses: Any, *, quiet: bool = False) -> list[str] | None:
+    """Ids of the resource's sessions in ``statuses`` (``quiet``: ``None`` if the list call fails)."""
+    try:
+        wanted = sorted(s.value for s in statuses)
+        return [s.id for s in client.iter_training_sessions(model_resources_id=id_, status=wanted)]
+    except errors.TogetherError:
+        if quiet:
+            return None
+        raise
+
+
+def _adopt(inputs: dict[str, Any]) -> CreateResult:
+    """Take over an existing active resource: verify it matches the declared inputs, then wait for READY."""
+    id_ = inputs["adopt_id"]
+    client = api_client("adopting", KIND, id_)
+    try:
+        live = get_or_none(client.get_model_resource, id_)
+    except Exception as exc:
+        raise ProviderError("adopting", KIND, id_, *explain(exc, "adopting")) from exc
+    if live is None:
+        raise ProviderError(
+            "adopting",
+            KIND,
+            id_,
+            "it does not exist",
+            f"Check adopt_id (GET {_PATH}), or remove it to create a new one",
+        )
+    if live.status in RESOURCE_GONE:
+        raise ProviderError("adopting", KIND, id_, f"it is {live.status.short}", "Only an active resource can be "
+                            "adopted: remove adopt_id to create a new one")  # fmt: skip
+    mismatched = _mismatches(inputs, live)
+    if mismatched:
+        raise ProviderError("adopting", KIND, id_, f"its settings differ from the declared inputs: {'; '.join(mismatched)}",
+                            "Declare the inputs it was created with, or remove adopt_id to create a new one")  # fmt: skip
+    try:
+        ready = _wait_ready(client, id_, inputs)
+    except Exception as exc:  # not ours to stop: it existed before this program
+        raise ProviderError("adopting", KIND, id_, *explain(exc, "adopting")) from exc
+    return CreateResult(id_, _to_outputs(inputs, ready))
+
+
+def _mismatches(inputs: Mapping[str, Any], mr: WireModelResource) -> list[str]:
+    actual = _inputs_from_api(mr)
+    out = []
+
+    def differs(name: str, declared: Any, have: Any) -> None:
+        out.append(f"{name} (declared {declared!r}, actual {have!r})")
+
+    if inputs.get("base_model") != mr.base_model:
+        differs("base_model", inputs.get("base_model"), mr.base_model)
+    ref, have_ref = inputs.get("base_weights_ref"), mr.base_weights_ref
+    if ref != have_ref and not (ref and have_ref and have_ref.startswith(ref + "@rv_")):
+        differs("base_weights_ref", ref, have_ref)
+    for key, value in (inputs.get("compute_config") or {}).items():
+        if actual["compute_config"].get(key) != value:
+            differs(f"compute_config.{key}", value, actual["compute_config"].get(key))
+    if inputs.get("lora_enabled", True) != mr.lora_enabled:
+        differs("lora_enabled", inputs.get("lora_enabled", True), mr.lora_enabled)
+    optimizer, have_optimizer = inputs.get("optimizer_config"), actual.get("optimizer_config") or {}
+    if optimizer and _optimizer_kind(optimizer) != _optimizer_kind(have_optimizer):
+        differs("optimizer_config", optimizer, have_optimizer)
+    elif optimizer and _optimizer_kind(optimizer) == "muon":
+        declared = (optimizer.get("muon") or {}).get("scaling_strategy")
+        have = (have_optimizer.get("muon") or {}).get("scaling_strategy")
+        have = _LEGACY_SCALING.get(have, have)
+        if declared is not None and declared != have:  # compared only when declared
+            differs("optimizer_config.muon.scaling_strategy", declared, have)
+    if "inactive_timeout" in inputs and inputs["inactive_timeout"] != mr.inactive_timeout:
+        differs("inactive_timeout", inputs["inactive_timeout"], mr.inactive_timeout)
+    return out
+
+
+_LEGACY_SCALING = {"MUON_SCALING_STRATEGY_MATCH_ADAMW": "MUON_SCALING_STRATEGY_MATCH_ADAM"}
+
+
+def _optimizer_kind(optimizer: Mapping[str, Any]) -> str:
+    """``"muon"`` or ``"adam"``: an empty config is the API default (Adam), older servers answer ``adamw``."""
+    return "muon" if optimizer.get("muon") is not None else "adam"
