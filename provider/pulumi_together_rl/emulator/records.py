@@ -89,13 +89,7 @@ class ArmedFailure:
     target: str | None  # object id, or None = the next transition of any object of that kind
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "code": self.code,
-            "message": self.message,
-            "target": self.target,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass

@@ -14,7 +14,7 @@ from typing import Annotated, Any, get_args
 
 from pulumi.dynamic import CheckFailure, DiffResult
 from pulumi.output import Unknown
-from pydantic import BaseModel, BeforeValidator, Strict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, ValidationError
 
 PROVIDER_KEY = "__provider"
 UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN, without importing rpc
@@ -87,6 +87,12 @@ def _whole(value: Any) -> Any:
 
 WholeInt = Annotated[int, Strict(), BeforeValidator(_whole)]
 """An integer input: whole floats (from the wire) become ints; bools, strings and fractions are rejected."""
+
+
+class StrictInputs(BaseModel):
+    """Base of every validated-inputs model: an unknown key is a check failure, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def validate_inputs(

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pulumi.dynamic import CheckFailure, CreateResult
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictStr, model_validator
 
 from .. import config
 from ..client import errors
@@ -24,7 +24,7 @@ from ..client.models import (
 from ..client.models import ModelResource as WireModelResource
 from ._base import api_client, remote_check, supported_models
 from ._errors import ProviderError, explain
-from ._inputs import WholeInt, drop_none, iso, pick, short_id
+from ._inputs import StrictInputs, WholeInt, drop_none, iso, pick, short_id
 from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
 
 KIND = "model resource"
@@ -57,16 +57,12 @@ _OUTPUT_KEYS = (
 )
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _ComputeConfig(_Strict):
+class _ComputeConfig(StrictInputs):
     gpu_type: Literal["B200-SXM", "H100-80GB"] | None = None
     num_generator_replicas: WholeInt | None = Field(None, ge=0)
 
 
-class _Muon(_Strict):
+class _Muon(StrictInputs):
     # Not the wire enum: that one also parses the legacy MATCH_ADAMW spelling and values it does not know.
     scaling_strategy: (
         Literal[
@@ -78,11 +74,11 @@ class _Muon(_Strict):
     ) = None
 
 
-class _Adam(_Strict):
+class _Adam(StrictInputs):
     """Adam takes no settings: ``{}``."""
 
 
-class _OptimizerConfig(_Strict):
+class _OptimizerConfig(StrictInputs):
     adam: _Adam | None = None
     muon: _Muon | None = None
 
@@ -93,7 +89,7 @@ class _OptimizerConfig(_Strict):
         return self
 
 
-class _Inputs(_Strict):
+class _Inputs(StrictInputs):
     """Validated inputs of a model resource (what ``check`` returns, normalised)."""
 
     base_model: StrictStr | None = Field(None, min_length=1)

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pulumi.dynamic import CheckFailure, CreateResult
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, field_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictStr, field_validator
 
 from .. import config
 from ..client.models import (
@@ -24,7 +24,7 @@ from ..client.models import (
 from ..client.models import TrainingSession as WireTrainingSession
 from ._base import api_client, remote_check, resource_facts, supported_models
 from ._errors import ProviderError, explain
-from ._inputs import WholeInt, canonical, drop_none, iso, pick, short_id
+from ._inputs import StrictInputs, WholeInt, canonical, drop_none, iso, pick, short_id
 from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
 
 KIND = "training session"
@@ -52,11 +52,7 @@ _DISPLAY_NAME_MAX = 128
 _SEED_LIMIT = 2**53  # Pulumi's wire carries numbers as doubles: beyond this, integers lose precision
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _LoraConfig(_Strict):
+class _LoraConfig(StrictInputs):
     rank: WholeInt | None = Field(None, ge=1, le=64)
     alpha: WholeInt | None = Field(None, ge=1, le=128)
     dropout: StrictFloat | None = Field(None, ge=0, lt=1)
@@ -64,7 +60,7 @@ class _LoraConfig(_Strict):
     train_unembed: StrictBool | None = None
 
 
-class _Wandb(_Strict):
+class _Wandb(StrictInputs):
     entity: StrictStr | None = None
     project: StrictStr | None = None
     group: StrictStr | None = None
@@ -80,11 +76,11 @@ class _Wandb(_Strict):
         return value
 
 
-class _Metadata(_Strict):
+class _Metadata(StrictInputs):
     wandb: _Wandb | None = None
 
 
-class _Inputs(_Strict):
+class _Inputs(StrictInputs):
     """Validated inputs of a training session (what ``check`` returns, normalised)."""
 
     model_resources_id: StrictStr | None = Field(None, min_length=1)

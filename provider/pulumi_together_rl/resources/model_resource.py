@@ -253,10 +253,10 @@ class _ModelResourceProvider(BaseProvider):
             created = client.create_model_resource(_to_request(inputs))
         except Exception as exc:
             raise ProviderError("creating", KIND, ident, *explain(exc, "creating")) from exc
-        log(f"{KIND} {created.id}: created ({created.status.short}); waiting for READY")
         try:
+            # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
+            log(f"{KIND} {created.id}: created ({created.status.short}); waiting for READY")
             ready = _wait_ready(client, created.id, inputs)
-            # Inside the try: nothing after the POST may leave the object running and unrecorded.
             outputs = _to_outputs(inputs, ready)
         except BaseException as exc:
             # Without force: a resource this create just made has no sessions of ours to take down.

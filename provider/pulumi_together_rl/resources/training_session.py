@@ -251,10 +251,10 @@ class _TrainingSessionProvider(BaseProvider):
             created = client.create_training_session(_to_request(inputs))
         except Exception as exc:
             raise ProviderError("creating", KIND, ident, *explain(exc, "creating")) from exc
-        log(f"{KIND} {created.id}: created ({created.status.short}); waiting for RUNNING")
         try:
+            # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
+            log(f"{KIND} {created.id}: created ({created.status.short}); waiting for RUNNING")
             running = _wait_running(client, created.id, inputs)
-            # Inside the try: nothing after the POST may leave the object running and unrecorded.
             outputs = _to_outputs(inputs, running)
         except BaseException as exc:
             abandon(
