@@ -1,0 +1,304 @@
+// Command pulumi-language-python is the Python language host that scripts/pulumi-cli.sh builds next to the
+// Pulumi CLI when the upstream one cannot be had.
+//
+// Why this exists: the upstream host lives in its own Go module,
+// github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3, which has no release tags; the Go module
+// proxy that this project's machines reach refuses every version of it (403 "This module version is not
+// available", for the release pseudo-versions too), while it serves the CLI (pkg/v3) and the SDK (sdk/v3). The
+// CLI cannot run a Python program without a language host, so this one does the host's job with the SDK's own
+// parts: sdk/v3's python/toolchain resolves the interpreter exactly as the upstream host does (pip, uv or poetry,
+// the `virtualenv` option relative to the project root), and the program is run by the SDK's own
+// `pulumi-language-python-exec` shim, copied next to this binary from the same sdk/v3 module. Dynamic providers
+// are untouched by it: the engine starts them through the `pulumi-resource-pulumi-python` script, not through the
+// language host.
+//
+// What it leaves out, compared with upstream: plugin discovery from installed packages (GetRequiredPackages
+// answers none, which is right for a program of dynamic resources only), type checkers, `pulumi new` prompts,
+// code generation and policy packs. Everything it does not implement answers gRPC Unimplemented, which the
+// engine treats as "an older host" where it can.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"github.com/pulumi/pulumi/sdk/v3/python/toolchain"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// The exec shim exits with this code after it has shown the user an actionable message (the Python SDK's
+// convention); the engine is then told to bail without adding a message of its own.
+const userActionableExitCode = 32
+
+func main() {
+	// The engine passes logging and tracing flags to every plugin (-v and --logtostderr are already registered
+	// by the SDK's logging package); the others are accepted and ignored here.
+	for name, usage := range map[string]string{
+		"logflow": "flow logging settings to child processes (ignored)",
+		"tracing": "Zipkin-compatible tracing endpoint (ignored)",
+		"root":    "project root (ignored: the Handshake and ProgramInfo carry it)",
+	} {
+		if flag.Lookup(name) == nil {
+			flag.String(name, "", usage)
+		}
+	}
+	flag.Parse()
+
+	self, err := os.Executable()
+	if err != nil {
+		fatal("finding this executable: %v", err)
+	}
+	execShim := filepath.Join(filepath.Dir(self), "pulumi-language-python-exec")
+	if _, err := os.Stat(execShim); err != nil {
+		fatal("the Python exec shim is missing next to the language host (%s): rebuild with scripts/pulumi-cli.sh", execShim)
+	}
+
+	host := &pythonHost{execShim: execShim}
+	if args := flag.Args(); len(args) > 0 {
+		host.engineAddress = args[0]
+	}
+	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Init: func(srv *grpc.Server) error {
+			pulumirpc.RegisterLanguageRuntimeServer(srv, host)
+			return nil
+		},
+		Options: rpcutil.OpenTracingServerInterceptorOptions(nil),
+	})
+	if err != nil {
+		fatal("starting the language host's gRPC server: %v", err)
+	}
+	// The engine reads the port from the first line of stdout.
+	fmt.Printf("%d\n", handle.Port)
+	if err := <-handle.Done; err != nil {
+		fatal("the language host's gRPC server stopped: %v", err)
+	}
+}
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "pulumi-language-python: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+type pythonHost struct {
+	pulumirpc.UnimplementedLanguageRuntimeServer
+
+	execShim string
+
+	mu            sync.Mutex
+	engineAddress string
+}
+
+func (h *pythonHost) Handshake(
+	_ context.Context, req *pulumirpc.LanguageHandshakeRequest,
+) (*pulumirpc.LanguageHandshakeResponse, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.engineAddress = req.GetEngineAddress()
+	return &pulumirpc.LanguageHandshakeResponse{}, nil
+}
+
+func (h *pythonHost) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
+	return &pulumirpc.PluginInfo{Version: version.Version}, nil
+}
+
+// GetRequiredPlugins and GetRequiredPackages answer "none": the upstream host lists the Pulumi packages
+// installed in the venv, and a program of dynamic resources needs no plugin beyond the Python one the engine
+// always has.
+func (h *pythonHost) GetRequiredPlugins(
+	context.Context, *pulumirpc.GetRequiredPluginsRequest,
+) (*pulumirpc.GetRequiredPluginsResponse, error) {
+	return &pulumirpc.GetRequiredPluginsResponse{}, nil
+}
+
+func (h *pythonHost) GetRequiredPackages(
+	context.Context, *pulumirpc.GetRequiredPackagesRequest,
+) (*pulumirpc.GetRequiredPackagesResponse, error) {
+	return &pulumirpc.GetRequiredPackagesResponse{}, nil
+}
+
+// Run executes the program with the project's Python, through the SDK's exec shim, and reports its outcome.
+func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+	tc, err := resolveToolchain(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	engine := h.engineAddress
+	h.mu.Unlock()
+
+	args := []string{"-u", h.execShim}
+	add := func(name, value string) {
+		if value != "" {
+			args = append(args, "--"+name, value)
+		}
+	}
+	add("monitor", req.GetMonitorAddress())
+	add("engine", engine)
+	add("project", req.GetProject())
+	add("root_directory", req.GetInfo().GetRootDirectory())
+	add("stack", req.GetStack())
+	add("pwd", req.GetPwd())
+	add("dry_run", fmt.Sprintf("%v", req.GetDryRun()))
+	add("parallel", fmt.Sprint(req.GetParallel()))
+	add("organization", req.GetOrganization())
+	program := req.GetInfo().GetEntryPoint()
+	if program == "" {
+		program = req.GetProgram() //nolint:staticcheck // older engines send only this field
+	}
+	if program == "" {
+		program = "."
+	}
+	args = append(args, program)
+	args = append(args, req.GetArgs()...)
+
+	cmd, err := tc.Command(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("preparing the Python command: %w", err)
+	}
+	config, err := json.Marshal(req.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("serializing the stack configuration: %w", err)
+	}
+	secretKeys := req.GetConfigSecretKeys()
+	if secretKeys == nil {
+		secretKeys = []string{}
+	}
+	secretKeysJSON, err := json.Marshal(secretKeys)
+	if err != nil {
+		return nil, fmt.Errorf("serializing the secret configuration keys: %w", err)
+	}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, "PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeysJSON))
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stderr
+	if dir := req.GetInfo().GetProgramDirectory(); dir != "" && cmd.Dir == "" {
+		cmd.Dir = dir
+	}
+
+	if err := cmd.Run(); err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			if exitErr.ExitCode() == userActionableExitCode {
+				return &pulumirpc.RunResponse{Bail: true}, nil
+			}
+			return &pulumirpc.RunResponse{
+				Error: fmt.Sprintf("Program exited with non-zero exit code: %d", exitErr.ExitCode()),
+			}, nil
+		}
+		return &pulumirpc.RunResponse{
+			Error: fmt.Sprintf("Problem executing program (could not run language executor): %v", err),
+		}, nil
+	}
+	return &pulumirpc.RunResponse{}, nil
+}
+
+// InstallDependencies makes the venv and installs the project's dependencies with its toolchain (`pulumi install`).
+func (h *pythonHost) InstallDependencies(
+	req *pulumirpc.InstallDependenciesRequest, server pulumirpc.LanguageRuntime_InstallDependenciesServer,
+) error {
+	tc, err := resolveToolchain(req.GetInfo())
+	if err != nil {
+		return err
+	}
+	stdout := &streamWriter{send: func(b []byte) error {
+		return server.Send(&pulumirpc.InstallDependenciesResponse{Stdout: b})
+	}}
+	stderr := &streamWriter{send: func(b []byte) error {
+		return server.Send(&pulumirpc.InstallDependenciesResponse{Stderr: b})
+	}}
+	dir := req.GetInfo().GetProgramDirectory()
+	return tc.InstallDependencies(server.Context(), dir, req.GetUseLanguageVersionTools(), true, stdout, stderr)
+}
+
+func (h *pythonHost) About(ctx context.Context, req *pulumirpc.AboutRequest) (*pulumirpc.AboutResponse, error) {
+	tc, err := resolveToolchain(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	info, err := tc.About(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pulumirpc.AboutResponse{Executable: info.PythonExecutable, Version: info.PythonVersion.String()}, nil
+}
+
+func (h *pythonHost) GetProgramDependencies(
+	ctx context.Context, req *pulumirpc.GetProgramDependenciesRequest,
+) (*pulumirpc.GetProgramDependenciesResponse, error) {
+	tc, err := resolveToolchain(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	packages, err := tc.ListPackages(ctx, req.GetTransitiveDependencies())
+	if err != nil {
+		return nil, err
+	}
+	deps := make([]*pulumirpc.DependencyInfo, 0, len(packages))
+	for _, p := range packages {
+		deps = append(deps, &pulumirpc.DependencyInfo{Name: p.Name, Version: p.Version})
+	}
+	return &pulumirpc.GetProgramDependenciesResponse{Dependencies: deps}, nil
+}
+
+// resolveToolchain reads the project's runtime options (`toolchain`, `virtualenv`) as the upstream host does
+// and hands them to the SDK's toolchain package, which owns the venv rules.
+func resolveToolchain(info *pulumirpc.ProgramInfo) (toolchain.Toolchain, error) {
+	opts := toolchain.PythonOptions{
+		Root:       info.GetRootDirectory(),
+		ProgramDir: info.GetProgramDirectory(),
+		Toolchain:  toolchain.Auto,
+	}
+	fields := info.GetOptions().GetFields()
+	if v, ok := fields["virtualenv"]; ok {
+		opts.Virtualenv = v.GetStringValue()
+		// Upstream: a virtualenv without a toolchain means pip.
+		opts.Toolchain = toolchain.Pip
+	}
+	if v, ok := fields["toolchain"]; ok {
+		switch name := v.GetStringValue(); name {
+		case "pip":
+			opts.Toolchain = toolchain.Pip
+		case "uv":
+			opts.Toolchain = toolchain.Uv
+		case "poetry":
+			opts.Toolchain = toolchain.Poetry
+		default:
+			return nil, fmt.Errorf("unsupported Python toolchain %q in Pulumi.yaml: use pip, uv or poetry", name)
+		}
+	}
+	if v, ok := fields["typechecker"]; ok && v.GetStringValue() != "" {
+		return nil, fmt.Errorf("the runtime option typechecker (%q) is not supported by this build's Python "+
+			"language host: remove it, or install the official Pulumi CLI", v.GetStringValue())
+	}
+	return toolchain.ResolveToolchain(opts)
+}
+
+// streamWriter turns the toolchain's output into InstallDependencies stream messages.
+type streamWriter struct {
+	send func([]byte) error
+}
+
+var _ io.Writer = (*streamWriter)(nil)
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	b := make([]byte, len(p))
+	copy(b, p)
+	if err := w.send(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
