@@ -2,6 +2,7 @@
 # `make demo`: a real `pulumi up` of examples/quickstart against the bundled Together RL emulator, then a clean
 # destroy. Offline: nothing leaves this machine, nothing is billed.
 #
+#   0. provides the pinned Pulumi CLI (scripts/pulumi-cli.sh)
 #   1. sets up the venv (uv sync, from uv.lock)
 #   2. starts the emulator on a free loopback port, with short but visible transition timings
 #   3. points Pulumi at a local file backend inside the repo (.pulumi-state/<stack>/, git-ignored) and creates
@@ -9,7 +10,8 @@
 #   4. sets together:baseUrl and together:apiKey (as a secret), runs `pulumi up --yes`, prints the outputs
 #   5. runs `pulumi destroy --yes`, removes the stack, stops the emulator and cleans up, even when a step fails
 #
-# Without the Pulumi CLI on PATH it stops at once with exit status 1 and the install command.
+# The Pulumi CLI comes from scripts/pulumi-cli.sh (PATH, the per-user cache, the official installer or a Go
+# build); where none of those works it stops at once with exit status 1 and says what to install.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,18 +19,14 @@ cd "$ROOT"
 
 say() { printf '\n==> %s\n' "$*"; }
 
-if ! command -v pulumi >/dev/null 2>&1; then
-    {
-        echo "make demo needs the Pulumi CLI, and 'pulumi' is not on PATH."
-        echo "Install it with:"
-        echo ""
-        echo "    curl -fsSL https://get.pulumi.com | sh"
-        echo ""
-        echo "then open a new shell (the installer adds ~/.pulumi/bin to PATH) and run 'make demo' again."
-        echo "(make test needs no Pulumi CLI.)"
-    } >&2
-    exit 1
-fi
+# ------------------------------------------------------------------------------------------ Pulumi CLI
+# scripts/pulumi-cli.sh finds or provides the pinned CLI (PATH, per-user cache, installer, Go build) and prints
+# its folder; it explains on stderr what it does, and what to install when it cannot.
+say "providing the Pulumi CLI (scripts/pulumi-cli.sh)"
+PULUMI_BIN="$(bash "$ROOT/scripts/pulumi-cli.sh")" || exit 1
+PATH="$PULUMI_BIN:$PATH"
+export PATH
+echo "pulumi $(pulumi version) ($PULUMI_BIN)"
 
 # ------------------------------------------------------------------------------------------- venv (uv)
 # The Pulumi Python runtime's uv toolchain runs the `uv` executable, so uv must be on PATH, not only importable.

@@ -1,0 +1,47 @@
+"""Fixtures of the end-to-end suite: throwaway stacks driven through the real Pulumi CLI.
+
+`cli_stack(project, **env)` makes a :class:`support.cli.CLIStack` against the test's emulator and destroys and
+removes it afterwards, whatever the test did. Every test that uses it needs the CLI: without one it is skipped
+with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from support.cli import CLIStack
+
+
+@pytest.fixture
+def cli_stack(emulator, tmp_path):
+    made: list[CLIStack] = []
+
+    def make(project, **env) -> CLIStack:
+        stack = CLIStack(project, tmp_path / f"stack{len(made)}", emulator, **env)
+        made.append(stack)
+        return stack
+
+    yield make
+    for stack in made:
+        stack.destroy_and_remove()
+
+
+def pytest_collection_modifyitems(items):
+    # A CLI test names its marker; the CLI suite may take minutes per test on 2 cores.
+    for item in items:
+        if "cli_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cli)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """In CI every CLI test must run: a skipped one fails the run."""
+    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = [r for r in (reporter.stats.get("skipped", []) if reporter else []) if "cli" in r.keywords]
+    if skipped:
+        print(f"\n{len(skipped)} CLI test(s) skipped with TOGETHER_RL_REQUIRE_CLI=1: failing the run")
+        session.exitstatus = 1

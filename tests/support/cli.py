@@ -1,0 +1,206 @@
+"""The real Pulumi CLI for the end-to-end suite: provided once per run, driven as a user drives it.
+
+:func:`cli_bin` returns the folder holding the pinned CLI. `make test` runs ``scripts/pulumi-cli.sh`` before
+pytest and hands its answer over in ``TOGETHER_RL_PULUMI_BIN`` (empty: it could not provide one); a bare
+``pytest`` runs the script itself, once. Without a CLI the tests that need one are skipped with the script's
+reason, except where ``TOGETHER_RL_REQUIRE_CLI=1`` (``.ci/run`` sets it): there they fail.
+
+:class:`CLIStack` is one throwaway stack of a project directory: a file backend and ``PULUMI_HOME`` under the
+test's temporary folder, passphrase secrets, the emulator's URL and key in the stack config, nothing from the
+caller's ``TOGETHER_*`` environment. Every command runs as a subprocess with ``--non-interactive``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "pulumi-cli.sh"
+PASSPHRASE = "e2e-passphrase-not-a-secret"
+RESOURCE_GONE = ("STOPPING", "STOPPED", "ERROR")
+SESSION_GONE = ("STOPPED", "EXPIRED", "ERROR")
+
+
+@functools.cache
+def _provide() -> tuple[str | None, str]:
+    handed = os.environ.get("TOGETHER_RL_PULUMI_BIN")
+    if handed is not None:
+        if handed:
+            return handed, ""
+        return None, "scripts/pulumi-cli.sh could not provide the Pulumi CLI (its reason is in make test's output)"
+    result = subprocess.run(
+        ["bash", str(SCRIPT)], capture_output=True, text=True, timeout=3600, check=False
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode == 0 and lines:
+        return lines[-1], ""
+    reason = " ".join(result.stderr.strip().splitlines()[-4:]) or f"exit status {result.returncode}"
+    return None, f"scripts/pulumi-cli.sh could not provide the Pulumi CLI: {reason}"
+
+
+def cli_bin() -> str:
+    """The folder of the Pulumi CLI; skips the test without one (fails it where the CLI is required)."""
+    found, reason = _provide()
+    if found:
+        return found
+    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
+        pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every CLI test must run here)", pytrace=False)
+    pytest.skip(reason)
+
+
+def cli_env(bin_dir: str, home: Path, backend: Path, **extra: str | None) -> dict[str, str]:
+    """The environment of a CLI command: the pinned CLI and uv first on PATH, nothing from TOGETHER_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOGETHER_", "PULUMI_"))}
+    path = [bin_dir]
+    uv = os.environ.get("UV") or shutil.which("uv")
+    if uv:  # the uv toolchain runs the `uv` executable
+        path.append(str(Path(uv).parent))
+    env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
+    env.update(
+        PULUMI_HOME=str(home),
+        PULUMI_BACKEND_URL=f"file://{backend}",
+        PULUMI_CONFIG_PASSPHRASE=PASSPHRASE,
+        PULUMI_SKIP_UPDATE_CHECK="true",
+        PULUMI_DIY_BACKEND_NO_LEGACY_WARNING="true",
+        UV_FROZEN="1",
+        TOGETHER_RL_POLL_INTERVAL="0.2",
+    )
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+@dataclasses.dataclass
+class Result:
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def __str__(self) -> str:
+        return f"pulumi {' '.join(self.args)} -> {self.returncode}\n{self.stdout}\n{self.stderr}"
+
+
+class CLIStack:
+    """A throwaway stack of ``project`` run through the real CLI against ``emulator``."""
+
+    def __init__(self, project: Path, tmp_path: Path, emulator: Any, *, name: str | None = None, **env: str | None):
+        self.project = project
+        self.emulator = emulator
+        self.name = name or f"e2e-{uuid.uuid4().hex[:8]}"
+        self.tmp = tmp_path
+        (tmp_path / "backend").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pulumi-home").mkdir(exist_ok=True)
+        self.env = cli_env(cli_bin(), tmp_path / "pulumi-home", tmp_path / "backend", **env)
+        self.initialized = False
+
+    # ------------------------------------------------------------------------------------------ commands
+
+    def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen:
+        """Start ``pulumi args --stack S --non-interactive`` in its own process group (for signal tests)."""
+        return subprocess.Popen(
+            ["pulumi", *args, "--stack", self.name, "--non-interactive"],
+            cwd=self.project,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            **kwargs,
+        )
+
+    def run(self, *args: str, check: bool = True, timeout: float = 600, stack: bool = True) -> Result:
+        argv = ["pulumi", *args, *(["--stack", self.name] if stack else []), "--non-interactive"]
+        process = subprocess.Popen(
+            argv, cwd=self.project, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            raise AssertionError(f"pulumi {' '.join(args)} did not finish in {timeout} s:\n{stdout}\n{stderr}")
+        result = Result(list(args), process.returncode, stdout, stderr)
+        if check:
+            assert result.returncode == 0, str(result)
+        return result
+
+    def init(self, config: dict[str, Any] | None = None, *, api_key: str | None = None) -> CLIStack:
+        """``stack init`` with passphrase secrets; the emulator's URL, the key (as a secret) and ``config``."""
+        self.run("stack", "init", "--secrets-provider", "passphrase")
+        self.initialized = True
+        self.run("config", "set", "together:baseUrl", self.emulator.base_url)
+        self.run("config", "set", "--secret", "together:apiKey", api_key or self.emulator.api_key)
+        for key, value in (config or {}).items():
+            self.set(key, value)
+        return self
+
+    def set(self, key: str, value: Any) -> None:
+        # A list or object goes in as its JSON text, which `Config.get_object` parses.
+        text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+        self.run("config", "set", key, text)
+
+    def up(self, *extra: str, check: bool = True) -> Result:
+        return self.run("up", "--yes", "--skip-preview", *extra, check=check)
+
+    def preview(self, *extra: str, check: bool = True) -> Result:
+        return self.run("preview", *extra, check=check)
+
+    def outputs(self) -> dict[str, Any]:
+        return json.loads(self.run("stack", "output", "--json", "--show-secrets").stdout)
+
+    def export(self) -> str:
+        return self.run("stack", "export").stdout
+
+    def resources(self) -> dict[str, dict[str, Any]]:
+        """The state's custom resources by name: {name: {id, type, inputs, outputs}}."""
+        deployment = json.loads(self.export())["deployment"]
+        return {
+            entry["urn"].rsplit("::", 1)[1]: entry
+            for entry in deployment.get("resources", [])
+            if entry.get("custom") and entry["type"].startswith("pulumi-python:dynamic/")
+        }
+
+    def destroy_and_remove(self) -> None:
+        """Cleanup whatever happened: destroy, remove the stack and its config file."""
+        try:
+            if self.initialized:
+                self.run("destroy", "--yes", "--skip-preview", check=False, timeout=300)
+                self.run("stack", "rm", "--yes", "--force", check=False, timeout=120)
+        finally:
+            (self.project / f"Pulumi.{self.name}.yaml").unlink(missing_ok=True)
+
+
+def active(emulator: Any) -> dict[str, list[dict[str, Any]]]:
+    """The emulator's objects that are still active (billing, for a model resource)."""
+    state = emulator.control.state()
+    return {
+        "model_resources": [o for o in state["model_resources"] if not o["status"].endswith(RESOURCE_GONE)],
+        "training_sessions": [o for o in state["training_sessions"] if not o["status"].endswith(SESSION_GONE)],
+    }
+
+
+def writes(emulator: Any, clear: bool = True) -> list[tuple[str, str]]:
+    """The emulator's non-GET public API requests since the last clear: (method, path)."""
+    return [
+        (r["method"], r["path"]) for r in emulator.control.requests(clear=clear) if r["method"] != "GET"
+    ]
