@@ -126,7 +126,10 @@ def test_sweep_rename_is_one_patch_and_a_rank_change_deletes_before_it_creates(c
     stack.up()
     sent = writes(emulator)
     assert sorted(sent) == sorted(("PATCH", f"{SESSIONS}/{ident}") for ident in outputs["session_ids"])
-    assert sorted(s["display_name"] for s in active(emulator)["training_sessions"]) == ["renamed-0", "renamed-1"]
+    assert sorted(s["display_name"] for s in active(emulator)["training_sessions"]) == [
+        "renamed-0",
+        "renamed-1",
+    ]
 
     # A rank change: a replacement of that session only, and the engine deletes it before it creates the new one.
     stack.set("loraRanks", [8, 32])
@@ -158,7 +161,9 @@ def test_sweep_refresh_drops_an_out_of_band_stop_and_up_recreates_it(cli_stack, 
     stop_out_of_band(emulator, "session", gone)
 
     refresh = stack.run("refresh", "--yes")
-    assert re.search(r"-\s+pulumi-python:dynamic/together:TrainingSession\s+trial-0\s+deleted", refresh.stdout), refresh
+    assert re.search(
+        r"-\s+pulumi-python:dynamic/together:TrainingSession\s+trial-0\s+deleted", refresh.stdout
+    ), refresh
     assert "trial-0" not in stack.resources()
 
     emulator.control.clear_requests()
@@ -226,7 +231,12 @@ def test_adopt_takes_over_objects_made_outside_and_destroy_stops_only_those(cli_
             TrainingSessionCreateRequest(model_resources_id=outside.id, display_name="made-by-hand")
         )
     stack = cli_stack(EXAMPLES / "adopt").init(
-        {"resourceId": outside.id, "sessionId": session.id, "sharedResourceId": shared.id, "sessionName": "adopted"}
+        {
+            "resourceId": outside.id,
+            "sessionId": session.id,
+            "sharedResourceId": shared.id,
+            "sessionName": "adopted",
+        }
     )
     emulator.control.clear_requests()
     stack.preview()

@@ -38,10 +38,11 @@ def _provide() -> tuple[str | None, str]:
     if handed is not None:
         if handed:
             return handed, ""
-        return None, "scripts/pulumi-cli.sh could not provide the Pulumi CLI (its reason is in make test's output)"
-    result = subprocess.run(
-        ["bash", str(SCRIPT)], capture_output=True, text=True, timeout=3600, check=False
-    )
+        return (
+            None,
+            "scripts/pulumi-cli.sh could not provide the Pulumi CLI (its reason is in make test's output)",
+        )
+    result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=3600, check=False)
     lines = result.stdout.strip().splitlines()
     if result.returncode == 0 and lines:
         return lines[-1], ""
@@ -102,7 +103,9 @@ class Result:
 class CLIStack:
     """A throwaway stack of ``project`` run through the real CLI against ``emulator``."""
 
-    def __init__(self, project: Path, tmp_path: Path, emulator: Any, *, name: str | None = None, **env: str | None):
+    def __init__(
+        self, project: Path, tmp_path: Path, emulator: Any, *, name: str | None = None, **env: str | None
+    ):
         self.project = project
         self.emulator = emulator
         self.name = name or f"e2e-{uuid.uuid4().hex[:8]}"
@@ -130,7 +133,12 @@ class CLIStack:
     def run(self, *args: str, check: bool = True, timeout: float = 600, stack: bool = True) -> Result:
         argv = ["pulumi", *args, *(["--stack", self.name] if stack else []), "--non-interactive"]
         process = subprocess.Popen(
-            argv, cwd=self.project, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            argv,
+            cwd=self.project,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             start_new_session=True,
         )
         try:
@@ -138,7 +146,9 @@ class CLIStack:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             stdout, stderr = process.communicate()
-            raise AssertionError(f"pulumi {' '.join(args)} did not finish in {timeout} s:\n{stdout}\n{stderr}")
+            raise AssertionError(
+                f"pulumi {' '.join(args)} did not finish in {timeout} s:\n{stdout}\n{stderr}"
+            ) from None
         result = Result(list(args), process.returncode, stdout, stderr)
         if check:
             assert result.returncode == 0, str(result)
@@ -195,12 +205,12 @@ def active(emulator: Any) -> dict[str, list[dict[str, Any]]]:
     state = emulator.control.state()
     return {
         "model_resources": [o for o in state["model_resources"] if not o["status"].endswith(RESOURCE_GONE)],
-        "training_sessions": [o for o in state["training_sessions"] if not o["status"].endswith(SESSION_GONE)],
+        "training_sessions": [
+            o for o in state["training_sessions"] if not o["status"].endswith(SESSION_GONE)
+        ],
     }
 
 
 def writes(emulator: Any, clear: bool = True) -> list[tuple[str, str]]:
     """The emulator's non-GET public API requests since the last clear: (method, path)."""
-    return [
-        (r["method"], r["path"]) for r in emulator.control.requests(clear=clear) if r["method"] != "GET"
-    ]
+    return [(r["method"], r["path"]) for r in emulator.control.requests(clear=clear) if r["method"] != "GET"]
