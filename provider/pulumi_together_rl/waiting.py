@@ -12,7 +12,13 @@ will, or ``timeout`` seconds pass. Rules:
   predicates are not asked (a create keeps polling instead of failing on its object's first 404).
 * A failed state raises :class:`WaitFailed`, which carries the API's own ``error.code`` and ``error.message``
   when the object has them.
-* A timeout raises :class:`WaitTimeout`, naming the last state seen.
+* A fetch that fails with an error ``transient`` accepts (the resources pass 429, 5xx and connection failures)
+  is no news: the wait says so in a progress line, keeps polling at the same pace, and lasts its whole
+  ``timeout``. An API outage of a few seconds (or minutes) during an hour-long capacity wait must not end the
+  wait, or the create it belongs to tears down a healthy object and loses its place in the queue. Any other
+  exception from ``fetch`` propagates unchanged.
+* A timeout raises :class:`WaitTimeout`, naming the last state seen (and the last fetch error, if the API was
+  failing at the end).
 * Progress goes to stderr (the Pulumi CLI shows a dynamic provider's stderr): one line whenever the described
   state changes, and otherwise at most every :data:`PROGRESS_EVERY` seconds, e.g.
   ``model resource 3f2a…: PENDING, queue position 3, 40 s``.
@@ -103,6 +109,7 @@ def wait_for(
     timeout: float,
     poll_interval: float = DEFAULT_POLL_INTERVAL,
     not_found_grace: float = 0.0,
+    transient: Callable[[BaseException], bool] = lambda exc: False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     out: IO[str] | None = None,
@@ -112,7 +119,7 @@ def wait_for(
     ``describe(obj)`` renders the state for progress lines and errors (``"model resource 3f2a…: PENDING"``).
     ``done`` is consulted before ``failed``; while ``fetch`` returns ``None`` within the first
     ``not_found_grace`` seconds, neither is (the object is not visible yet). Raises :class:`WaitFailed` or
-    :class:`WaitTimeout`; exceptions from ``fetch`` propagate unchanged.
+    :class:`WaitTimeout`; exceptions from ``fetch`` propagate unchanged unless ``transient(exc)`` is true.
     """
     out = out if out is not None else sys.stderr
     poll_interval = max(float(poll_interval), 0.001)
@@ -120,24 +127,47 @@ def wait_for(
     start = clock()
     last_line: str | None = None
     last_print = start
+    obj: T | None = None
+    seen = False  # whether any fetch has answered yet
     while True:
-        obj = fetch()
+        try:
+            obj, trouble = fetch(), None
+            seen = True
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            trouble = exc
         now = clock()
         elapsed = now - start
-        description = describe(obj)
-        if description != last_line or now - last_print >= PROGRESS_EVERY:
-            _progress(out, f"{description}, {format_elapsed(elapsed)}")
-            last_line, last_print = description, now
-        not_visible_yet = obj is None and elapsed < not_found_grace
-        if not not_visible_yet and done(obj):
-            return obj
-        if not not_visible_yet and failed(obj):
-            raise WaitFailed(last=obj, description=description, elapsed=elapsed)
+        if trouble is None:
+            description = describe(obj)
+            line = description
+        else:
+            # Keep the last state we know; say the API is failing, and that the wait goes on.
+            description = describe(obj) if seen else describe(None).split(": ", 1)[0] + ": unknown"
+            line = f"{description}; the API is failing ({_short(trouble)}), still waiting"
+        if line != last_line or now - last_print >= PROGRESS_EVERY:
+            _progress(out, f"{line}, {format_elapsed(elapsed)}")
+            last_line, last_print = line, now
+        if trouble is None:
+            not_visible_yet = obj is None and elapsed < not_found_grace
+            if not not_visible_yet and done(obj):
+                return obj
+            if not not_visible_yet and failed(obj):
+                raise WaitFailed(last=obj, description=description, elapsed=elapsed)
         remaining = timeout - elapsed
         if remaining <= 0:
+            if trouble is not None:
+                description = f"{description} (the API was failing: {_short(trouble)})"
             raise WaitTimeout(last=obj, description=description, elapsed=elapsed, timeout=timeout)
         sleep(min(interval, remaining))
         interval = min(interval * 2, poll_interval)
+
+
+def _short(exc: BaseException) -> str:
+    """An error in a few words, for a progress line (``HTTP 503``, ``ApiConnectionError``)."""
+    status = getattr(exc, "status", None)
+    return f"HTTP {status}" if status else type(exc).__name__
 
 
 def _progress(out: IO[str], line: str) -> None:

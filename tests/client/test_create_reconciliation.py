@@ -180,15 +180,32 @@ def test_answered_create_gives_up_within_the_budget_and_says_how_to_find_a_stray
     assert caught.value.maybe_created is True
 
 
-def test_failed_lookup_raises_the_create_error_with_the_hint():
-    script = Script(page([]), error(500, "boom"), error(500, "list broken"), error(500, "list broken"))
+def test_a_lookup_failing_for_the_whole_settle_window_raises_the_create_error_with_the_hint():
+    # The first lookup fails; the looking goes on over the settle window (0 here: one more lookup), fails
+    # again, and the create is not resent: nothing proved that nothing was made.
+    broken = [error(500, "list broken")] * 4
+    script = Script(page([]), error(500, "boom"), *broken)
     with pytest.raises(ServerError) as caught:
-        make_client(script, max_attempts=2).create_training_session(SESSION_REQ)
+        make_client(script, max_attempts=2, settle_window=0).create_training_session(SESSION_REQ)
     text = str(caught.value)
     assert caught.value.status == 500
     assert "created_by=me&model_resources_id=mr_1" in text
     assert "looking for it failed" in text
     assert "list broken" in text
+    assert script.calls("POST") == [f"POST {SESSIONS}"]
+
+
+def test_a_lookup_that_fails_for_now_is_not_found_yet_and_the_looking_goes_on():
+    """An outage takes the list down with the create: the object is found once the list answers again."""
+    script = Script(
+        page([]),
+        error(500, "boom"),
+        error(503, "list down"),
+        error(503, "list down"),
+        page([session_json("ts_mine", display_name="exp-1")]),
+    )
+    found = make_client(script, max_attempts=2).create_training_session(SESSION_REQ)
+    assert found.id == "ts_mine"
     assert script.calls("POST") == [f"POST {SESSIONS}"]
 
 
@@ -293,11 +310,13 @@ def test_unanswered_session_create_error_names_its_inputs():
     assert caught.value.maybe_sent is True
 
 
-def test_failed_lookup_after_no_answer_ends_the_wait_with_the_hint():
+def test_lookups_failing_until_the_settle_window_ends_give_the_hint_and_no_resend():
     script = Script(page([]), httpx.ReadTimeout, error(500, "list broken"), error(500, "list broken"))
     sleeps = Sleeps()
     with pytest.raises(ApiTimeout) as caught:
-        make_client(script, sleeps=sleeps, max_attempts=2).create_training_session(SESSION_REQ)
+        make_client(script, sleeps=sleeps, max_attempts=2, settle_window=0.5).create_training_session(
+            SESSION_REQ
+        )
     assert "looking for it failed" in str(caught.value) and "list broken" in str(caught.value)
     assert script.calls("POST") == [f"POST {SESSIONS}"]
 

@@ -159,3 +159,68 @@ def test_the_timeout_still_applies_within_the_grace_period():
     fake = FakeTime()
     with pytest.raises(WaitTimeout):
         _create_wait(states(None), fake, grace=60.0, timeout=5.0)
+
+
+class Outage(Exception):
+    status = 503
+
+
+def flaky(*sequence):
+    """Like states(), but an exception class in the sequence is raised instead of returned."""
+    items = list(sequence)
+
+    def fetch():
+        item = items.pop(0) if len(items) > 1 else items[0]
+        if isinstance(item, type) and issubclass(item, BaseException):
+            raise item()
+        return item
+
+    return fetch
+
+
+def run_transient(fetch, fake, *, timeout=1000.0, out=None):
+    return wait_for(
+        fetch,
+        done=lambda o: o is not None and o.status == "READY",
+        failed=lambda o: o is not None and o.status == "ERROR",
+        describe=lambda o: f"thing: {o.status if o else 'not found'}",
+        timeout=timeout,
+        poll_interval=2.0,
+        transient=lambda exc: isinstance(exc, Outage),
+        clock=fake.clock,
+        sleep=fake.sleep,
+        out=out if out is not None else io.StringIO(),
+    )
+
+
+def test_a_transient_outage_during_the_wait_is_no_news_and_the_wait_goes_on():
+    fake, out = FakeTime(), io.StringIO()
+    fetch = flaky(obj("PENDING"), *[Outage] * 8, obj("CREATING"), obj("READY"))
+    result = run_transient(fetch, fake, out=out)
+    assert result.status == "READY"
+    lines = out.getvalue().splitlines()
+    assert any("thing: PENDING; the API is failing (HTTP 503), still waiting" in line for line in lines), (
+        lines
+    )
+    assert fake.now - 1000.0 > 8  # the outage lasted several polls and the wait outlived it
+
+
+def test_an_outage_before_any_answer_keeps_waiting_too():
+    fake, out = FakeTime(), io.StringIO()
+    result = run_transient(flaky(Outage, Outage, obj("READY")), fake, out=out)
+    assert result.status == "READY"
+    assert "thing: unknown; the API is failing (HTTP 503)" in out.getvalue()
+
+
+def test_an_outage_that_outlasts_the_timeout_times_out_naming_the_failure():
+    fake = FakeTime()
+    with pytest.raises(WaitTimeout) as info:
+        run_transient(flaky(obj("PENDING"), Outage), fake, timeout=30.0)
+    assert "PENDING" in str(info.value) and "the API was failing: HTTP 503" in str(info.value)
+    assert fake.now - 1000.0 == pytest.approx(30.0)
+
+
+def test_a_non_transient_fetch_error_still_ends_the_wait_at_once():
+    fake = FakeTime()
+    with pytest.raises(KeyError):
+        run_transient(flaky(obj("PENDING"), KeyError), fake)

@@ -117,6 +117,12 @@ class ApiTimeout(ApiConnectionError):
     """The request timed out. A read timeout means the server may have acted."""
 
 
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` says "not now" rather than "no": throttling (429), a server failure (5xx), or no answer
+    at all. A read (GET, list) that fails this way is worth trying again later; a wait treats it as no news."""
+    return isinstance(exc, (RateLimited, ServerError, ApiConnectionError))
+
+
 #: Longest server message kept in an error (a proxy can answer a whole HTML page).
 MAX_MESSAGE = 2000
 

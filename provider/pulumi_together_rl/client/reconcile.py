@@ -29,8 +29,11 @@ Together takes no idempotency key on create, so a create whose outcome is unknow
      the error is raised, its message saying that the object may exist, how to find it (``created_by=me``)
      and the request's identifying inputs.
 
-   A lookup that fails (after its own retries) ends reconciliation: the create's error is raised with the
-   same "may exist" hint and the lookup's error.
+   A lookup that fails for now (429, 5xx, no answer, after its own retries) counts as "not found yet": the
+   looking goes on over the whole settle window (for an answered failure too, which is then never resent:
+   nothing proved that nothing was made). Only a lookup that fails for good (400, 401, ...), or a window spent
+   while the last lookup failed, ends reconciliation: the create's error is raised with the same "may exist"
+   hint and the lookup's error.
 
 Threads of one process cannot steal each other's objects: creates of one kind share a gate, and a lookup runs
 only while no create of that kind is in flight (a create claims its id before it leaves the gate).
@@ -51,7 +54,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import ApiConnectionError, ApiError, TogetherError
+from .errors import ApiConnectionError, ApiError, TogetherError, is_transient
 from .matching import resource_matches, session_matches
 from .models import (
     ModelResource,
@@ -172,6 +175,9 @@ class CreateReconciler:
                 # The server finished with the request: whatever it made exists now. Look once.
                 transport.pause(budget, failure)
                 found, lookup_error = self._lookup(find, existing)
+                if found is None and lookup_error is not None and is_transient(lookup_error):
+                    # We could not look (the API is failing): never resend blind; look over the settle window.
+                    found, lookup_error, waited = self._settle(kind, failure, find, existing)
             else:
                 found, lookup_error, waited = self._settle(kind, failure, find, existing)
             if found is not None:
@@ -219,11 +225,14 @@ class CreateReconciler:
             waited += delay
             found, lookup_error = self._lookup(find, existing)
             lookups += 1
-            if found is not None or lookup_error is not None or waited >= window:
+            # A lookup that fails for now (429, 5xx, no answer) is "not found yet": an outage that takes the
+            # list down with the create must not end the looking before the window does.
+            retry = lookup_error is not None and is_transient(lookup_error)
+            if found is not None or (lookup_error is not None and not retry) or waited >= window:
                 return found, lookup_error, waited
             if lookups == 1:
                 _say(
-                    f"create of {kind.name} got no answer ({failure}); looking for the {kind.name} it may have "
+                    f"create of {kind.name} failed ({failure}); looking for the {kind.name} it may have "
                     f"made for up to {window:g} s"
                 )
             delay = min(delay * 2, SETTLE_MAX_DELAY, window - waited)

@@ -12,6 +12,13 @@ method and by a regular expression searched in the URL path. When a matching rul
 
 ``status`` is an error status (400-599) or null: the answer is always the error envelope.
 
+Outages in time: ``duration`` (seconds of wall time) limits a rule to a window, counted from when the rule
+was added, or, with ``armed_by``, from the first request whose ``"METHOD /path"`` the regular expression
+``armed_by`` matches and which the real handler answered with a 2xx (an act-then-fail request counts: it was
+acted on). Until then an armed-by rule never fires. ``{"path": "^/v1/", "times": null, "duration": 12,
+"armed_by": "^POST /v1/rl/model-resources$"}`` is "every endpoint down for 12 s from the instant a create is
+accepted", the outage that used to end a create's wait on its first failed poll.
+
 Only the first rule that fires applies to a request. Rules are evaluated in the order they were added.
 The request body is read in full before any of this, so a request whose client gives up during an injected
 latency (a client read timeout) is still acted on: exactly the ambiguity a real timeout has.
@@ -33,6 +40,7 @@ import json
 import random
 import re
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -61,6 +69,8 @@ _RULE_FIELDS = (
     "drop_connection",
     "act_then_fail",
     "message",
+    "duration",
+    "armed_by",
 )
 
 
@@ -105,8 +115,12 @@ class FaultRule:
     drop_connection: bool = False
     act_then_fail: bool = False
     message: str | None = None
+    duration: float | None = None
+    armed_by: str | None = None
     fired: int = 0
     _regex: re.Pattern[str] | None = dataclasses.field(default=None, repr=False)
+    _armed_by: re.Pattern[str] | None = dataclasses.field(default=None, repr=False)
+    _armed_at: float | None = dataclasses.field(default=None, repr=False)
     _rng: random.Random = dataclasses.field(default_factory=random.Random, repr=False)
 
     @classmethod
@@ -125,6 +139,8 @@ class FaultRule:
                 setattr(rule, name, data[name])
         rule._validate()
         rule._regex = re.compile(rule.path) if rule.path else None
+        rule._armed_by = re.compile(rule.armed_by) if rule.armed_by else None
+        rule._armed_at = None if rule.armed_by else time.monotonic()
         rule._rng = random.Random(rule.seed)
         if rule.method:
             rule.method = rule.method.upper()
@@ -177,6 +193,17 @@ class FaultRule:
                 raise InvalidRequest(f"{flag} must be a boolean.", param=flag)
         if self.message is not None and not isinstance(self.message, str):
             raise InvalidRequest("message must be a string or null.", param="message")
+        if self.duration is not None and (not is_num(self.duration) or self.duration <= 0):
+            raise InvalidRequest("duration must be a number of seconds > 0, or null.", param="duration")
+        if self.armed_by is not None:
+            if not isinstance(self.armed_by, str) or not self.armed_by:
+                raise InvalidRequest("armed_by must be a regular expression or null.", param="armed_by")
+            try:
+                re.compile(self.armed_by)
+            except re.error as exc:
+                raise InvalidRequest(
+                    f"armed_by is not a valid regular expression: {exc}.", param="armed_by"
+                ) from None
         if self.act_then_fail and self.status is None and not self.drop_connection:
             raise InvalidRequest("act_then_fail needs a status or drop_connection.", param="act_then_fail")
 
@@ -187,11 +214,22 @@ class FaultRule:
 
     @property
     def exhausted(self) -> bool:
-        return self.times is not None and self.fired >= self.times
+        if self.times is not None and self.fired >= self.times:
+            return True
+        return (
+            self.duration is not None
+            and self._armed_at is not None
+            and time.monotonic() - self._armed_at > self.duration
+        )
+
+    @property
+    def armed(self) -> bool:
+        return self._armed_at is not None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"id": self.id, **{name: getattr(self, name) for name in _RULE_FIELDS}}
         out["fired"] = self.fired
+        out["armed"] = self.armed
         out["remaining"] = None if self.times is None else max(0, self.times - self.fired)
         return out
 
@@ -225,11 +263,21 @@ class FaultBook:
             self._rules.clear()
             return count
 
+    def observe(self, method: str, path: str, status: int | None) -> None:
+        """A request the real handler answered: arm the rules waiting for it (``armed_by``)."""
+        if status is None or not 200 <= status < 300:
+            return
+        line = f"{method.upper()} {path}"
+        with self._lock:
+            for rule in self._rules:
+                if not rule.armed and rule._armed_by is not None and rule._armed_by.search(line):
+                    rule._armed_at = time.monotonic()
+
     def pick(self, method: str, path: str) -> FaultRule | None:
         """The first matching rule that fires for this request (consumes one of its ``times``)."""
         with self._lock:
             for rule in self._rules:
-                if rule.exhausted or not rule.matches(method, path):
+                if not rule.armed or rule.exhausted or not rule.matches(method, path):
                     continue
                 if rule.probability is not None and rule._rng.random() >= rule.probability:
                     continue
@@ -314,10 +362,12 @@ class FaultMiddleware:
             if rule is None or (rule.status is None and not rule.drop_connection):
                 entry["handled"] = True
                 await self.app(scope, replay, passthrough_send)
+                self.faults.observe(method, path, entry["status"])
                 return
             if rule.act_then_fail:
                 entry["handled"] = True
                 await self.app(scope, replay, discard_send)
+                self.faults.observe(method, path, entry.get("handler_status"))
             if rule.drop_connection:
                 await _drop_connection(receive, send)
                 return

@@ -1,7 +1,8 @@
 """Lifecycle helpers shared by both providers: waiting, a refused stop, abandoning a failed create.
 
-:func:`wait` (with a grace for read-after-write lag), :func:`look_after_refused_stop` (a refused stop is
-judged by the object's state) and :func:`abandon` (stop what a failed create made).
+:func:`wait` (with a grace for read-after-write lag, and through API outages), :func:`persist` (a stop that
+outlasts an outage), :func:`look_after_refused_stop` (a refused stop is judged by the object's state) and
+:func:`abandon` (stop what a failed create made).
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ NOT_FOUND_GRACE = 60.0
 """Seconds after a create during which a 404 for the new object means "not visible yet" (read-after-write lag
 of the API), not "gone": the create wait keeps polling that long (or until ``create_timeout``)."""
 
+STOP_PERSIST_WINDOW = 120.0
+"""Seconds a stop after a failed create keeps trying through 429s, 5xx and connection failures (the failure
+it cleans up after is often the same outage): long enough for a typical blip, bounded so a dead API still
+ends the command with the id to stop by hand."""
+
+PERSIST_MAX_DELAY = 15.0
+"""Longest pause (seconds) between two tries of :func:`persist`."""
+
 ABANDON_STOP_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 """Pauses (seconds) between the retries of a stop that answers 404 after a failed create (the object was just
 made, so a 404 may be read-after-write lag rather than proof it is gone)."""
@@ -44,7 +53,8 @@ def wait(
     timeout: float,
     not_found_grace: float = 0.0,
 ) -> T | None:
-    """:func:`waiting.wait_for` with the configured poll interval."""
+    """:func:`waiting.wait_for` with the configured poll interval; 429, 5xx and connection failures of a poll
+    are no news (the wait lasts its whole timeout through an API outage)."""
     return wait_for(
         fetch,
         done=done,
@@ -53,7 +63,35 @@ def wait(
         timeout=float(timeout),
         poll_interval=config.current().poll_interval,
         not_found_grace=not_found_grace,
+        transient=errors.is_transient,
     )
+
+
+def persist(
+    call: Callable[[], T],
+    *,
+    window: float,
+    what: str,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``call()`` until it answers or fails for good; 429, 5xx and connection failures (after the transport's
+    own retries) are tried again with growing pauses for ``window`` seconds, each try logged.
+
+    For the calls that must outlast an outage: the stop after a failed create and the stop of a delete. A
+    create is never passed here (the client's reconciliation owns its retries)."""
+    start, delay = clock(), 1.0
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            spent = clock() - start
+            if not errors.is_transient(exc) or spent + delay > window:
+                raise
+            cause, _ = explain(exc)
+            log(f"{what}: {cause}; trying again in {format_elapsed(delay)} ({format_elapsed(spent)} so far)")
+            sleep(delay)
+            delay = min(delay * 2, PERSIST_MAX_DELAY)
 
 
 def look_after_refused_stop(
@@ -113,7 +151,9 @@ def _stop_after_failed_create(
     while True:
         attempts += 1
         try:
-            stop()
+            persist(
+                stop, window=STOP_PERSIST_WINDOW, what=f"{kind} {ident}: stopping it after the failed create"
+            )
         except errors.NotFound:
             if delays:
                 time.sleep(delays.pop(0))

@@ -58,7 +58,7 @@ from ..client.models import RESOURCE_GONE, SESSION_HOLDS_SLOT
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import abandon, get_or_none, look_after_refused_stop, wait
+from ._lifecycle import abandon, get_or_none, look_after_refused_stop, persist, wait
 from ._model_resource_helpers import (
     _ATTACHED_TODO,
     _HINTS,
@@ -312,7 +312,11 @@ class _ModelResourceProvider(BaseProvider):
         try:
             if force:  # which sessions the forced stop takes down, for the log
                 running = _sessions_on(client, id_, _RUNNING_SESSIONS, quiet=True)
-            client.stop_model_resource(id_, force=force)
+            persist(
+                lambda: client.stop_model_resource(id_, force=force),
+                window=timeout,
+                what=f"{KIND} {id_}: stopping",
+            )
         except errors.NotFound:
             log(f"{KIND} {id_}: already gone")
             return

@@ -50,7 +50,7 @@ from ..client.models import SESSION_GONE, TrainingSessionStatus, TrainingSession
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import abandon, get_or_none, look_after_refused_stop, wait
+from ._lifecycle import abandon, get_or_none, look_after_refused_stop, persist, wait
 from ._training_session_helpers import (
     _DISPLAY_NAME_MAX,
     _HINTS,
@@ -308,8 +308,9 @@ class _TrainingSessionProvider(BaseProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         client = api_client("deleting", KIND, id_)
         fetch = lambda: get_or_none(client.get_training_session, id_)  # noqa: E731
+        timeout = props.get("delete_timeout") or config.TRAINING_SESSION_DELETE_TIMEOUT
         try:
-            client.stop_training_session(id_)
+            persist(lambda: client.stop_training_session(id_), window=timeout, what=f"{KIND} {id_}: stopping")
         except errors.NotFound:
             log(f"{KIND} {id_}: already gone")
             return
@@ -334,7 +335,7 @@ class _TrainingSessionProvider(BaseProvider):
                 done=lambda ts: ts is None or ts.status in SESSION_GONE,
                 failed=lambda ts: False,
                 describe=_describe(id_),
-                timeout=props.get("delete_timeout") or config.TRAINING_SESSION_DELETE_TIMEOUT,
+                timeout=timeout,
             )
         except Exception as exc:
             cause, _ = explain(exc, "deleting")
