@@ -7,7 +7,9 @@ TOGETHER_API_KEY pointing at it, so the client, the provider and the official SD
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 TEST_API_KEY = "tk-test-0123456789abcdef-secret"
+
+# The create journal (pulumi_together_rl.journal) never touches the user's own state folder from a test run:
+# provider processes started by the suite get this folder; each in-process test gets its own (below).
+os.environ["TOGETHER_RL_STATE_DIR"] = tempfile.mkdtemp(prefix="together-rl-test-state-")
+
+
+@pytest.fixture(autouse=True)
+def _own_journal(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TOGETHER_RL_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
 
 # Transitions happen at once unless a test sets timings: tests drive time explicitly (clock/advance).
 FAST_TIMINGS = {

@@ -112,6 +112,7 @@ class CLIStack:
         self.tmp = tmp_path
         (tmp_path / "backend").mkdir(parents=True, exist_ok=True)
         (tmp_path / "pulumi-home").mkdir(exist_ok=True)
+        env.setdefault("TOGETHER_RL_STATE_DIR", str(tmp_path / "state"))  # the create journal of this stack
         self.env = cli_env(cli_bin(), tmp_path / "pulumi-home", tmp_path / "backend", **env)
         self.initialized = False
 

@@ -1,22 +1,156 @@
 """Lifecycle helpers shared by both providers: waiting, a refused stop, abandoning a failed create.
 
+:func:`create_transaction` (journal, POST or take-over, wait, outputs; stop on failure) serves both resources;
 :func:`wait` (with a grace for read-after-write lag, and through API outages), :func:`persist` (a stop that
 outlasts an outage), :func:`look_after_refused_stop` (a refused stop is judged by the object's state) and
-:func:`abandon` (stop what a failed create made).
+:func:`abandon` (stop what a failed create made) are its parts, and the deletes'.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
+from datetime import timedelta, timezone
 from typing import Any, NoReturn, TypeVar
 
-from .. import config
+from pulumi.dynamic import CreateResult
+
+from .. import config, journal
 from ..client import errors
 from ..waiting import format_elapsed, wait_for
 from ._errors import ProviderError, explain, log
 
 T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """What the create transaction needs to know of one kind of object (one per resource module)."""
+
+    name: str
+    """``"model resource"``: in every message."""
+    path: str
+    """The collection's API path, for the by-hand advice."""
+    target: str
+    """The status a create waits for (``READY``)."""
+    gone: Callable[[Any], bool]
+    """Whether an object's state no longer holds anything (stopped, expired, failed)."""
+    stopped_note: str
+    """What a successful stop after a failed create means for billing."""
+    post: Callable[[Any, Any], Any]
+    """``(client, request) -> object``: the create, with the client's reconciliation."""
+    get: Callable[[Any, str], Any]
+    stop: Callable[[Any, str], Any]
+    find: Callable[[Any, Any, frozenset[str]], Any]
+    """``(client, request, existing_ids) -> object | None``: the client's reconciliation lookup."""
+    active: Callable[[Any, Any], Any]
+    """``(client, request) -> iterable``: the active objects a create of ``request`` could have made."""
+
+
+JOURNAL_SKEW = timedelta(seconds=60)
+"""How much earlier than an interrupted create's own clock an object it made may say it was created
+(clock skew between this machine and the API)."""
+
+
+def create_transaction(
+    kind: Kind,
+    client: Any,
+    request: Any,
+    ident: str | None,
+    *,
+    wait_until: Callable[[str], Any],
+    to_outputs: Callable[[Any], dict[str, Any]],
+) -> CreateResult:
+    """One create, whatever happens: journal the intent, POST (or take over what an interrupted create of the
+    same request made), record the id, wait, write the outputs; on any failure after the POST stop the object
+    and raise naming it. The journal entry goes when the engine gets the answer, except where an object may
+    be left (an unanswered create, a stop that failed): then the next create of the same request finds it."""
+    entry = journal.begin(kind.name, client.base_url, request.to_wire())
+    keep = False
+    try:
+        created = _take_over(kind, client, request, entry)
+        if created is None:
+            try:
+                created = kind.post(client, request)
+            except Exception as exc:
+                keep = bool(getattr(exc, "maybe_created", False))
+                cause, todo = explain(exc, "creating")
+                if keep:
+                    todo = (
+                        "Run `pulumi up` again on this machine: the create journal takes it over if it shows up, "
+                        "and makes a new one only if it does not; elsewhere, " + todo[0].lower() + todo[1:]
+                    )
+                raise ProviderError("creating", kind.name, ident, cause, todo) from exc
+            entry.record(created.id)
+            log(f"{kind.name} {created.id}: created ({created.status.short}); waiting for {kind.target}")
+        try:
+            # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
+            outputs = to_outputs(wait_until(created.id))
+        except BaseException as exc:
+            stopped: list[bool] = []
+            try:
+                abandon(
+                    "creating",
+                    kind.name,
+                    created.id,
+                    exc,
+                    stop=lambda: kind.stop(client, created.id),
+                    fetch=lambda: get_or_none(lambda i: kind.get(client, i), created.id),
+                    gone=kind.gone,
+                    path=kind.path,
+                    stopped_note=kind.stopped_note,
+                    on_stopped=lambda: stopped.append(True),
+                )
+            finally:
+                keep = not stopped  # a stop that failed leaves it for the next create to take over
+        return CreateResult(created.id, outputs)
+    finally:
+        if not keep:
+            entry.remove()
+
+
+def _take_over(kind: Kind, client: Any, request: Any, entry: journal.Entry) -> Any:
+    """The active object an interrupted create of the same request made, if any (claimed), else None."""
+    for old in journal.interrupted(kind.name, client.base_url, request.to_wire()):
+        if not journal.take(old):
+            continue  # another create of this process took it
+        when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
+        try:
+            found = _interrupted_object(kind, client, request, old)
+        except Exception as exc:  # could not look: leave it for a later create, never guess
+            journal.give_back(old)
+            log(f"{kind.name}: an interrupted create of the same request (at {when}) could not be checked: "
+                f"{explain(exc)[0]}; creating a new one")  # fmt: skip
+            continue
+        if found is not None and not kind.gone(found):
+            entry.record(found.id)
+            old.remove()
+            how = "created it" if old.id else "asked for it and never got the answer"
+            log(
+                f"{kind.name} {found.id}: taking it over: an interrupted `pulumi up` {how} at {when} and no "
+                f"state recorded it ({found.status.short}); waiting for {kind.target}"
+            )
+            return found
+        if old.id:
+            state = "not found" if found is None else found.status.short
+            log(f"{kind.name} {old.id}: an interrupted create made it at {when}; it is {state} now")
+        old.remove()
+    return None
+
+
+def _interrupted_object(kind: Kind, client: Any, request: Any, old: journal.Entry) -> Any:
+    """What an interrupted create made: by id when it got that far, else by matching what was made since."""
+    if old.id:
+        return get_or_none(lambda i: kind.get(client, i), old.id)
+    # No id: killed between the POST and its answer. Objects made before it began are not candidates.
+    cutoff = old.started - JOURNAL_SKEW
+    existing = frozenset(o.id for o in kind.active(client, request) if _aware(o.created_at) < cutoff)
+    return kind.find(client, request, existing)
+
+
+def _aware(moment: Any) -> Any:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 def get_or_none(getter: Callable[[str], T], ident: str) -> T | None:
@@ -119,6 +253,7 @@ def abandon(
     gone: Callable[[Any], bool],
     path: str,
     stopped_note: str,
+    on_stopped: Callable[[], Any] = lambda: None,
 ) -> NoReturn:
     """After a failed create: stop what was made (best effort, logged), then raise the error naming the id.
 
@@ -128,7 +263,9 @@ def abandon(
     404 is reported as "may still exist", never as proof it is gone. ``path`` is the collection's API path (for
     the manual check), ``stopped_note`` what a successful stop means for billing.
     ``KeyboardInterrupt``/``SystemExit`` are re-raised as they are, after the stop."""
-    stopped = _stop_after_failed_create(kind, ident, stop, fetch, gone, path, stopped_note)
+    stopped, done = _stop_after_failed_create(kind, ident, stop, fetch, gone, path, stopped_note)
+    if done:
+        on_stopped()
     if not isinstance(exc, Exception):
         raise exc
     cause, todo = explain(exc, doing)
@@ -143,8 +280,8 @@ def _stop_after_failed_create(
     gone: Callable[[Any], bool],
     path: str,
     stopped_note: str,
-) -> str:
-    """Stop the object; the sentence saying how that went."""
+) -> tuple[str, bool]:
+    """Stop the object; the sentence saying how that went, and whether it is stopped."""
     by_hand = f"check it with GET {path}/{ident} and stop it if it is there (POST {path}/{ident}/stop)"
     delays = list(ABANDON_STOP_RETRY_DELAYS)
     started, attempts = time.monotonic(), 0
@@ -163,7 +300,7 @@ def _stop_after_failed_create(
             return (
                 f"It may still exist: stopping it answered 404 (not found) {tried}, which can be the API's "
                 f"read-after-write lag; {by_hand}"
-            )
+            ), False
         except (errors.Conflict, errors.BadRequest) as stop_exc:
             try:
                 obj = fetch()
@@ -172,14 +309,14 @@ def _stop_after_failed_create(
             if obj is not None and gone(obj):
                 state = obj.status.short
                 log(f"{kind} {ident}: create failed; it is already {state}")
-                return f"It is already {state}: {stopped_note}"
+                return f"It is already {state}: {stopped_note}", True
             stop_cause, _ = explain(stop_exc)
             log(f"{kind} {ident}: create failed and stopping it failed: {stop_cause}")
-            return f"Stopping it failed too ({stop_cause}); {by_hand}"
+            return f"Stopping it failed too ({stop_cause}); {by_hand}", False
         except Exception as stop_exc:
             stop_cause, _ = explain(stop_exc)
             log(f"{kind} {ident}: create failed and stopping it failed: {stop_cause}")
-            return f"Stopping it failed too ({stop_cause}); {by_hand}"
+            return f"Stopping it failed too ({stop_cause}); {by_hand}", False
         else:
             log(f"{kind} {ident}: create failed; stopped it")
-            return f"It has been stopped: {stopped_note}"
+            return f"It has been stopped: {stopped_note}", True

@@ -55,10 +55,11 @@ from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, Up
 from .. import config
 from ..client import errors
 from ..client.models import RESOURCE_GONE, SESSION_HOLDS_SLOT
+from ..client.reconcile import LIVE_RESOURCE_STATUSES
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import abandon, get_or_none, look_after_refused_stop, persist, wait
+from ._lifecycle import Kind, create_transaction, get_or_none, look_after_refused_stop, persist, wait
 from ._model_resource_helpers import (
     _ATTACHED_TODO,
     _HINTS,
@@ -80,6 +81,21 @@ from ._model_resource_helpers import (
     _to_request,
     _wait_ready,
 )
+
+_LIFECYCLE = Kind(
+    name=KIND,
+    path=_PATH,
+    target="READY",
+    gone=lambda mr: mr.status in RESOURCE_GONE,
+    # Without force: a resource its own create just made has no sessions of ours to take down.
+    stopped_note="nothing is left billing",
+    post=lambda client, req: client.create_model_resource(req),
+    get=lambda client, id_: client.get_model_resource(id_),
+    stop=lambda client, id_: client.stop_model_resource(id_),
+    find=lambda client, req, existing: client.find_created_model_resource(req, existing_ids=existing),
+    active=lambda client, req: client.iter_model_resources(status=LIVE_RESOURCE_STATUSES, created_by="me"),
+)
+"""How a create of a model resource runs (the transaction is shared with sessions: ``_lifecycle``)."""
 
 
 class ComputeConfigArgs(TypedDict, total=False):
@@ -247,31 +263,15 @@ class _ModelResourceProvider(BaseProvider):
         inputs = pick(props, _INPUT_KEYS)
         if inputs.get("adopt_id"):
             return _adopt(inputs)
-        ident = inputs.get("base_model")
-        client = api_client("creating", KIND, ident)
-        try:
-            created = client.create_model_resource(_to_request(inputs))
-        except Exception as exc:
-            raise ProviderError("creating", KIND, ident, *explain(exc, "creating")) from exc
-        try:
-            # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
-            log(f"{KIND} {created.id}: created ({created.status.short}); waiting for READY")
-            ready = _wait_ready(client, created.id, inputs)
-            outputs = _to_outputs(inputs, ready)
-        except BaseException as exc:
-            # Without force: a resource this create just made has no sessions of ours to take down.
-            abandon(
-                "creating",
-                KIND,
-                created.id,
-                exc,
-                stop=lambda: client.stop_model_resource(created.id),
-                fetch=lambda: get_or_none(client.get_model_resource, created.id),
-                gone=lambda mr: mr.status in RESOURCE_GONE,
-                path=_PATH,
-                stopped_note="nothing is left billing",
-            )
-        return CreateResult(created.id, outputs)
+        client = api_client("creating", KIND, inputs.get("base_model"))
+        return create_transaction(
+            _LIFECYCLE,
+            client,
+            _to_request(inputs),
+            inputs.get("base_model"),
+            wait_until=lambda id_: _wait_ready(client, id_, inputs),
+            to_outputs=lambda ready: _to_outputs(inputs, ready),
+        )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         client = api_client("reading", KIND, id_)

@@ -47,10 +47,11 @@ from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, Up
 from .. import config
 from ..client import errors
 from ..client.models import SESSION_GONE, TrainingSessionStatus, TrainingSessionUpdateRequest
+from ..client.reconcile import LIVE_SESSION_STATUSES
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import abandon, get_or_none, look_after_refused_stop, persist, wait
+from ._lifecycle import Kind, create_transaction, get_or_none, look_after_refused_stop, persist, wait
 from ._training_session_helpers import (
     _DISPLAY_NAME_MAX,
     _HINTS,
@@ -72,6 +73,22 @@ from ._training_session_helpers import (
     _wait_running,
     _with_live_mutables,
 )
+
+_LIFECYCLE = Kind(
+    name=KIND,
+    path=_PATH,
+    target="RUNNING",
+    gone=lambda ts: ts.status in SESSION_GONE,
+    stopped_note="the session is over; its model resource is not affected (it bills until destroyed)",
+    post=lambda client, req: client.create_training_session(req),
+    get=lambda client, id_: client.get_training_session(id_),
+    stop=lambda client, id_: client.stop_training_session(id_),
+    find=lambda client, req, existing: client.find_created_training_session(req, existing_ids=existing),
+    active=lambda client, req: client.iter_training_sessions(
+        status=LIVE_SESSION_STATUSES, model_resources_id=req.model_resources_id, created_by="me"
+    ),
+)
+"""How a create of a training session runs (the transaction is shared with model resources: ``_lifecycle``)."""
 
 
 class LoraConfigArgs(TypedDict, total=False):
@@ -247,28 +264,14 @@ class _TrainingSessionProvider(BaseProvider):
             return _adopt(inputs)
         ident = inputs.get("display_name") or inputs.get("model_resources_id")
         client = api_client("creating", KIND, ident)
-        try:
-            created = client.create_training_session(_to_request(inputs))
-        except Exception as exc:
-            raise ProviderError("creating", KIND, ident, *explain(exc, "creating")) from exc
-        try:
-            # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
-            log(f"{KIND} {created.id}: created ({created.status.short}); waiting for RUNNING")
-            running = _wait_running(client, created.id, inputs)
-            outputs = _to_outputs(inputs, running)
-        except BaseException as exc:
-            abandon(
-                "creating",
-                KIND,
-                created.id,
-                exc,
-                stop=lambda: client.stop_training_session(created.id),
-                fetch=lambda: get_or_none(client.get_training_session, created.id),
-                gone=lambda ts: ts.status in SESSION_GONE,
-                path=_PATH,
-                stopped_note="the session is over; its model resource is not affected (it bills until destroyed)",
-            )
-        return CreateResult(created.id, outputs)
+        return create_transaction(
+            _LIFECYCLE,
+            client,
+            _to_request(inputs),
+            ident,
+            wait_until=lambda id_: _wait_running(client, id_, inputs),
+            to_outputs=lambda running: _to_outputs(inputs, running),
+        )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         client = api_client("reading", KIND, id_)

@@ -1,0 +1,100 @@
+"""Interrupted creates through the real CLI, with real signals to real processes.
+
+Each test starts `pulumi up` of the sweep example (one LoRA resource, one session) against an emulator whose
+model resource waits in PENDING (or whose session waits in CREATING), sends the signal while the provider waits,
+lets the processes end, then runs `pulumi up` again. Afterwards exactly the declared objects are active, no
+second allocation was made, and the state matches the emulator: the create journal took the interrupted
+object over.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from support.cli import ROOT, active
+
+SWEEP = ROOT / "examples" / "sweep"
+
+
+def _provider_pids(state_dir: str) -> list[int]:
+    """The dynamic-provider processes (`python -m pulumi.dynamic`) of the stack whose journal is ``state_dir``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"pulumi.dynamic" in cmdline and f"TOGETHER_RL_STATE_DIR={state_dir}".encode() in environ:
+            pids.append(int(proc.name))
+    return pids
+
+
+def _wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _interrupt(stack, emulator, *, during: str, how: str) -> str:
+    """Start `pulumi up`, interrupt it as ``how`` while ``during`` waits; returns what the CLI printed."""
+    key = "model_resources" if during == "resource" else "training_sessions"
+    process = stack.popen("up", "--yes", "--skip-preview")
+    try:
+        _wait_until(lambda: emulator.control.state()[key], 120, f"the {during} create")
+        time.sleep(1.0)  # well inside the wait
+        if how == "sigint-once":
+            os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+        elif how == "sigint-twice":
+            os.killpg(process.pid, signal.SIGINT)
+            time.sleep(0.5)
+            os.killpg(process.pid, signal.SIGINT)
+        elif how == "sigterm-cli":
+            os.kill(process.pid, signal.SIGTERM)
+        elif how == "sigkill-provider":
+            pids = _wait_until(lambda: _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 30, "the provider")
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+        stdout, stderr = process.communicate(timeout=240)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    return stdout + stderr
+
+
+@pytest.mark.parametrize("during", ["resource", "session"])
+@pytest.mark.parametrize("how", ["sigint-once", "sigint-twice", "sigterm-cli", "sigkill-provider"])
+def test_an_interrupted_up_converges_on_the_next_up_with_no_second_allocation(cli_stack, emulator, during, how):
+    slow = {"resource_pending": 8.0} if during == "resource" else {"session_creating": 8.0}
+    emulator.control.configure(timings=slow)
+    stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
+
+    _interrupt(stack, emulator, during=during, how=how)
+    # Let whatever the interrupted run left behind finish or die.
+    _wait_until(lambda: not _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the old provider to exit")
+
+    stack.up()
+
+    state = emulator.control.state()
+    assert len(state["model_resources"]) == 1, state["model_resources"]  # never a second allocation
+    assert len(state["training_sessions"]) == 1, state["training_sessions"]
+    now = active(emulator)
+    recorded = stack.resources()
+    assert [o["id"] for o in now["model_resources"]] == [recorded["sweep-gpu"]["id"]]
+    assert [o["id"] for o in now["training_sessions"]] == [recorded["trial-0"]["id"]]
+    stack.preview("--expect-no-changes")
+
+    stack.run("destroy", "--yes", "--skip-preview")
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
