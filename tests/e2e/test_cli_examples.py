@@ -287,3 +287,17 @@ def test_a_secret_api_key_appears_only_as_ciphertext(cli_stack, emulator):
                 assert key.encode() not in path.read_bytes(), path
     finally:
         emulator.control.reset()
+
+
+def test_a_secret_in_a_field_that_fails_check_is_not_printed(cli_stack, emulator):
+    leaked = "tk-pasted-in-the-wrong-field-" + "5e2b9c0d7f1a3864" * 2
+    stack = cli_stack(EXAMPLES / "sweep").init({"sessions": 1, "loraRanks": [8]})
+    stack.run("config", "set", "--secret", "baseModel", leaked)
+    emulator.control.clear_requests()
+
+    preview = stack.preview(check=False)
+
+    assert preview.returncode != 0, preview
+    assert "base_model" in preview.output and "not a model offered" in preview.output, preview
+    assert leaked not in preview.output
+    assert writes(emulator) == []

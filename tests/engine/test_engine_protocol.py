@@ -352,3 +352,24 @@ def test_force_stop_deployed_on_its_own_lets_a_replacement_stop_a_resource_with_
     assert sessions[outside.id]["status"] not in {"TRAINING_SESSION_STATUS_RUNNING"}
     engine.destroy()
     assert_nothing_active(emulator)
+
+
+def test_a_failed_create_reaches_the_engine_as_one_sentence_without_a_traceback(emulator_server):
+    with ProviderProcess(env=NO_API_ENV) as process:
+        engine = StandInEngine(process)
+        engine.configure({"together:baseUrl": emulator_server.base_url})
+        with pytest.raises(ProviderRpcError) as caught:
+            engine.up([(MR, "gpu", {"__provider": MR_BLOB, "base_model": MODEL})])
+    details = caught.value.details
+    assert details.startswith(f"creating model resource ({MODEL}): no Together API key is configured.")
+    assert "Traceback" not in details and len(details.splitlines()) == 1, details
+
+
+def test_with_together_rl_debug_the_full_traceback_is_kept(emulator_server):
+    with ProviderProcess(env={**NO_API_ENV, "TOGETHER_RL_DEBUG": "1"}) as process:
+        engine = StandInEngine(process)
+        engine.configure({"together:baseUrl": emulator_server.base_url})
+        with pytest.raises(ProviderRpcError) as caught:
+            engine.up([(MR, "gpu", {"__provider": MR_BLOB, "base_model": MODEL})])
+    assert "Traceback (most recent call last)" in caught.value.details
+    assert "no Together API key is configured" in caught.value.details

@@ -228,3 +228,12 @@ def test_an_unknown_gpu_type_is_rejected_locally():
     reasons = failures(_ModelResourceProvider().check({}, news))
     assert set(reasons) == {"compute_config.gpu_type"}
     assert "B200-SXM" in reasons["compute_config.gpu_type"]
+
+
+def test_a_rejected_string_is_never_echoed_only_its_shape():
+    from pulumi_together_rl.resources._inputs import shown
+
+    secret = "tk-live-0123456789abcdef0123456789abcdef"
+    assert secret not in shown(secret) and shown(secret) == f"a string of {len(secret)} characters"
+    assert shown(48) == "48" and shown(True) == "True" and shown(None) == "None"
+    assert shown({"a": secret}) == "an object with 1 keys" and shown([secret]) == "a list of 1 items"

@@ -28,6 +28,7 @@ from ..client import errors
 from ..waiting import format_elapsed
 from ._errors import BASE_URL_TODO, ProviderError, _configuration_cause, explain, log
 from ._inputs import PROVIDER_KEY, changed_keys
+from ._server import shorten_tracebacks
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
@@ -48,6 +49,7 @@ class BaseProvider(ResourceProvider):
 
     def configure(self, req: ConfigureRequest) -> None:
         config.configure(req.config)
+        shorten_tracebacks()  # in the provider server only: errors shown as their one sentence
 
     def __getstate__(self) -> dict[str, Any]:
         return {}

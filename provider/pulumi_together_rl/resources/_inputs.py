@@ -169,10 +169,23 @@ def _reason(err: Mapping[str, Any], path: str, hints: Mapping[str, str], model: 
     # Never show the names of the validation classes (_LoraConfig ...): they mean nothing to the user.
     message = re.sub(r"(?:or )?(?:an )?instance of _?[A-Z]\w*", "", message).strip().rstrip(",")
     message = message[0].lower() + message[1:] if message else "invalid value"
-    got = repr(err.get("input"))
-    got = got if len(got) <= 60 else got[:57] + "..."
     hint = hints.get(path) or hints.get(parent, "")
-    return f"{path}: {message} (got {got}). {hint}".strip()
+    return f"{path}: {message} (got {shown(err.get('input'))}). {hint}".strip()
+
+
+def shown(value: Any) -> str:
+    """What a check failure may say of a rejected value: a number or boolean as it is, anything else by its
+    shape only. A dynamic provider gets secrets in plaintext, and a key pasted into the wrong field must not be
+    printed in a preview (or posted as a pull-request comment)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, Mapping):
+        return f"an object with {len(value)} keys"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} items"
+    return f"a {type(value).__name__}"
 
 
 def _model_at(model: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | None:

@@ -138,7 +138,8 @@ def _check_supported(inputs: dict[str, Any]) -> list[CheckFailure]:
     model = next((m for m in models.data if m.base_model == base_model), None)
     if model is None:
         offered = ", ".join(m.base_model for m in models.data) or "none"
-        return [CheckFailure("base_model", f"base_model {base_model!r} is not offered for post-training. "
+        # The rejected value is not repeated: it could be a secret pasted into the wrong field.
+        return [CheckFailure("base_model", "base_model is not a model offered for post-training. "
                                            f"Use one of: {offered}")]  # fmt: skip
     compute = inputs.get("compute_config")
     compute = compute if isinstance(compute, dict) else {}
