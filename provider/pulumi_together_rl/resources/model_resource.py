@@ -4,9 +4,11 @@ Lifecycle
     create   ``POST /v1/rl/model-resources`` (through the client, whose reconciliation guarantees one logical
              create never makes two allocations), then wait until READY, printing status, queue position and
              elapsed time on stderr. ERROR fails at once with the API's error code and message. Any failure
-             after the POST (error state, timeout, exception, interrupt) stops the resource (best effort, without
+             after the POST that the provider sees (error state, timeout, exception) stops the resource (without
              ``force``) and raises an error naming its id. A 404 just after the POST is read-after-write lag
-             (``NOT_FOUND_GRACE``), not a failure.
+             (``NOT_FOUND_GRACE``), not a failure; an API outage during the wait is no news. What the
+             provider never sees (an interrupt that kills it) is covered by the create journal
+             (``journal.py``): the next create of the same declaration takes the object over.
     read     ``GET``; a 404 or a STOPPING / STOPPED / ERROR resource is reported as gone, so the next
              ``pulumi up`` recreates it (resources stop themselves after ``inactive_timeout`` idle seconds).
     update   never touches the API: only provider options can change in place.
