@@ -76,14 +76,18 @@ def _interrupt(stack, emulator, *, during: str, how: str) -> str:
 
 @pytest.mark.parametrize("during", ["resource", "session"])
 @pytest.mark.parametrize("how", ["sigint-once", "sigint-twice", "sigterm-cli", "sigkill-provider"])
-def test_an_interrupted_up_converges_on_the_next_up_with_no_second_allocation(cli_stack, emulator, during, how):
+def test_an_interrupted_up_converges_on_the_next_up_with_no_second_allocation(
+    cli_stack, emulator, during, how
+):
     slow = {"resource_pending": 8.0} if during == "resource" else {"session_creating": 8.0}
     emulator.control.configure(timings=slow)
     stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
 
     _interrupt(stack, emulator, during=during, how=how)
     # Let whatever the interrupted run left behind finish or die.
-    _wait_until(lambda: not _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the old provider to exit")
+    _wait_until(
+        lambda: not _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the old provider to exit"
+    )
 
     stack.up()
 
