@@ -118,30 +118,20 @@ class CLIStack:
 
     # ------------------------------------------------------------------------------------------ commands
 
-    def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen:
-        """Start ``pulumi args --stack S --non-interactive`` in its own process group (for signal tests)."""
+    def popen(self, *args: str, stack: bool = True) -> subprocess.Popen:
+        """Start ``pulumi args [--stack S] --non-interactive`` in its own process group (for signal tests)."""
         return subprocess.Popen(
-            ["pulumi", *args, "--stack", self.name, "--non-interactive"],
+            ["pulumi", *args, *(["--stack", self.name] if stack else []), "--non-interactive"],
             cwd=self.project,
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
-            **kwargs,
         )
 
     def run(self, *args: str, check: bool = True, timeout: float = 600, stack: bool = True) -> Result:
-        argv = ["pulumi", *args, *(["--stack", self.name] if stack else []), "--non-interactive"]
-        process = subprocess.Popen(
-            argv,
-            cwd=self.project,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        process = self.popen(*args, stack=stack)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -37,7 +37,7 @@ def obj(status, error=None):
     return SimpleNamespace(status=status, error=error)
 
 
-def run(fetch, fake, *, timeout=1000.0, poll_interval=10.0, out=None):
+def run(fetch, fake, *, timeout=1000.0, poll_interval=10.0, out=None, **extra):
     return wait_for(
         fetch,
         done=lambda o: o is not None and o.status == "READY",
@@ -48,6 +48,7 @@ def run(fetch, fake, *, timeout=1000.0, poll_interval=10.0, out=None):
         clock=fake.clock,
         sleep=fake.sleep,
         out=out if out is not None else io.StringIO(),
+        **extra,
     )
 
 
@@ -179,17 +180,13 @@ def flaky(*sequence):
 
 
 def run_transient(fetch, fake, *, timeout=1000.0, out=None):
-    return wait_for(
+    return run(
         fetch,
-        done=lambda o: o is not None and o.status == "READY",
-        failed=lambda o: o is not None and o.status == "ERROR",
-        describe=lambda o: f"thing: {o.status if o else 'not found'}",
+        fake,
         timeout=timeout,
         poll_interval=2.0,
+        out=out,
         transient=lambda exc: isinstance(exc, Outage),
-        clock=fake.clock,
-        sleep=fake.sleep,
-        out=out if out is not None else io.StringIO(),
     )
 
 
