@@ -70,7 +70,8 @@ def create_transaction(
     keep = False
     try:
         created = _take_over(kind, client, request, entry)
-        if created is None:
+        posted = created is None
+        if posted:
             try:
                 created = kind.post(client, request)
             except Exception as exc:
@@ -82,10 +83,11 @@ def create_transaction(
                         "and makes a new one only if it does not; elsewhere, " + todo[0].lower() + todo[1:]
                     )
                 raise ProviderError("creating", kind.name, ident, cause, todo) from exc
-            entry.record(created.id)
-            log(f"{kind.name} {created.id}: created ({created.status.short}); waiting for {kind.target}")
         try:
             # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
+            if posted:
+                entry.record(created.id)
+                log(f"{kind.name} {created.id}: created ({created.status.short}); waiting for {kind.target}")
             outputs = to_outputs(wait_until(created.id))
         except BaseException as exc:
             stopped: list[bool] = []
