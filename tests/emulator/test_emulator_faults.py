@@ -189,6 +189,9 @@ def test_act_then_fail_on_stop_changes_state(emulator, api):
         ({"probability": 1.5}, "probability"),
         ({"path": "("}, "path"),
         ({"latency": -1}, "latency"),
+        ({"duration": 0}, "duration"),
+        ({"armed_by": "("}, "armed_by"),
+        ({"armed_by": 3}, "armed_by"),
         ({"status": None, "act_then_fail": True}, "act_then_fail"),
         ({"explode": True}, "explode"),
     ],
@@ -226,3 +229,26 @@ def test_fault_status_bounds_400_and_599_are_accepted_and_answer_the_envelope(em
     emulator.control.add_fault(path="supported-models", status=status)
     err = api.error("GET", "/v1/rl/supported-models", status)
     assert err["code"] == "emulator_fault"
+
+
+def test_an_armed_by_rule_fires_only_after_its_trigger_succeeded_and_only_for_its_duration(emulator, api):
+    fault = emulator.control.add_fault(
+        method="GET",
+        path=r"^/v1/rl/model-resources$",
+        status=503,
+        times=None,
+        duration=1.0,
+        armed_by=r"^POST /v1/rl/model-resources$",
+    )
+    api.ok("GET", RESOURCES)  # not armed yet
+    # A refused trigger (400) does not arm it either.
+    api.error("POST", RESOURCES, 400, json={"base_model": "Acme/NotAModel"})
+    api.ok("GET", RESOURCES)
+    assert emulator.control.faults()[0]["armed"] is False
+
+    api.resource()  # a create the handler answered 2xx: armed from now on, for 1 s
+    api.error("GET", RESOURCES, 503)
+    assert emulator.control.faults()[0]["armed"] is True
+    time.sleep(1.2)
+    api.ok("GET", RESOURCES)
+    assert [e["fault"] for e in emulator.control.requests()].count(fault) == 1

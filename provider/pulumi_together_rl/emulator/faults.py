@@ -155,15 +155,7 @@ class FaultRule:
 
         if self.method is not None and (not isinstance(self.method, str) or not self.method):
             raise InvalidRequest("method must be an HTTP method or null.", param="method")
-        if self.path is not None:
-            if not isinstance(self.path, str):
-                raise InvalidRequest("path must be a regular expression or null.", param="path")
-            try:
-                re.compile(self.path)
-            except re.error as exc:
-                raise InvalidRequest(
-                    f"path is not a valid regular expression: {exc}.", param="path"
-                ) from None
+        _check_regex("path", self.path)
         # Only error statuses: the fault answers the error envelope, which a 1xx cannot carry (h11 refuses to
         # send it: the client would see a dropped connection), nor a 204/304 (no body allowed), and a 2xx/3xx
         # "fault" would hand the client an envelope where it expects an object.
@@ -195,15 +187,7 @@ class FaultRule:
             raise InvalidRequest("message must be a string or null.", param="message")
         if self.duration is not None and (not is_num(self.duration) or self.duration <= 0):
             raise InvalidRequest("duration must be a number of seconds > 0, or null.", param="duration")
-        if self.armed_by is not None:
-            if not isinstance(self.armed_by, str) or not self.armed_by:
-                raise InvalidRequest("armed_by must be a regular expression or null.", param="armed_by")
-            try:
-                re.compile(self.armed_by)
-            except re.error as exc:
-                raise InvalidRequest(
-                    f"armed_by is not a valid regular expression: {exc}.", param="armed_by"
-                ) from None
+        _check_regex("armed_by", self.armed_by)
         if self.act_then_fail and self.status is None and not self.drop_connection:
             raise InvalidRequest("act_then_fail needs a status or drop_connection.", param="act_then_fail")
 
@@ -232,6 +216,18 @@ class FaultRule:
         out["armed"] = self.armed
         out["remaining"] = None if self.times is None else max(0, self.times - self.fired)
         return out
+
+
+def _check_regex(name: str, value: Any) -> None:
+    """A rule field that holds a regular expression (or null)."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{name} must be a regular expression or null.", param=name)
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise InvalidRequest(f"{name} is not a valid regular expression: {exc}.", param=name) from None
 
 
 class FaultBook:
