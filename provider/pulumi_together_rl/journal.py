@@ -16,10 +16,10 @@ whose answer was lost and whose object was not found) is matched against the act
 time. Entries whose objects are gone are dropped. Entries of a live process are never touched (another stack
 may be creating the same thing right now).
 
-What it cannot do: it lives on one machine, so a CI runner that is thrown away loses it (the orphan finder,
-``python -m pulumi_together_rl orphans``, covers that); and an entry is only read by a create of the same
-request, so an interrupted object that is no longer declared is reported (:func:`leftovers`) rather than
-taken over. The folder is ``$TOGETHER_RL_STATE_DIR/journal``, by default
+What it cannot do: it lives on one machine, so a CI runner that is thrown away loses it; and an entry is only
+read by a create of the same request, so an interrupted object that is no longer declared is not taken over.
+Both are left to the orphan finder (planned: ``python -m pulumi_together_rl orphans``), which can read
+:func:`entries` as well as the API. The folder is ``$TOGETHER_RL_STATE_DIR/journal``, by default
 ``${XDG_STATE_HOME:-~/.local/state}/pulumi-together-rl/journal``. No secret is written: the body of a create
 holds no key.
 """
@@ -33,7 +33,6 @@ import json
 import os
 import tempfile
 import threading
-import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -134,12 +133,6 @@ def interrupted(kind: str, base_url: str, body: dict[str, Any]) -> list[Entry]:
     return [e for e in entries() if e.key == key and not _alive(e.pid)]
 
 
-def leftovers(base_url: str) -> list[Entry]:
-    """Entries with an id, for this API, left by processes no longer running (reported, not taken over)."""
-    base = base_url.rstrip("/")
-    return [e for e in entries() if e.base_url == base and e.id and not _alive(e.pid)]
-
-
 def take(entry: Entry) -> bool:
     """Take ``entry`` for this process, once (an atomic rename): False when another thread or process got it
     first. A taken entry is no longer listed; :func:`give_back` it, or remove it once its object is recorded
@@ -171,8 +164,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def age(entry: Entry) -> float:
-    """Seconds since the entry's create began."""
-    return max(0.0, time.time() - entry.started.timestamp())

@@ -10,9 +10,11 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from pulumi_together_rl import journal
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+from pulumi_together_rl.resources._errors import ProviderError
 
 from .conftest import MODEL
 
@@ -136,3 +138,20 @@ def test_a_failed_create_whose_stop_failed_keeps_its_entry_for_the_next_create(r
 
     kept = journal.entries()
     assert len(kept) == 1 and kept[0].id == active(rig, "model_resources")[0]
+
+
+def test_when_the_interrupted_object_cannot_be_looked_up_nothing_is_created_and_the_entry_stays(rig):
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    made = rig.client.create_model_resource(request)
+    interrupted_entry(rig, "model resource", request.to_wire(), made.id)
+    rig.control.add_fault(method="GET", path=f"^{RESOURCES}/{made.id}$", status=503, times=None)
+    rig.control.clear_requests()
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource()
+
+    assert made.id in str(caught.value) and "looking for it failed" in str(caught.value)
+    assert rig.posts(RESOURCES) == []  # never a second allocation on a guess
+    assert [e.id for e in journal.entries()] == [made.id]
+    rig.control.clear_faults()
+    assert rig.create_resource().id == made.id  # the next run takes it over

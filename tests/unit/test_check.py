@@ -236,4 +236,4 @@ def test_a_rejected_string_is_never_echoed_only_its_shape():
     secret = "tk-live-0123456789abcdef0123456789abcdef"
     assert secret not in shown(secret) and shown(secret) == f"a string of {len(secret)} characters"
     assert shown(48) == "48" and shown(True) == "True" and shown(None) == "None"
-    assert shown({"a": secret}) == "an object with 1 keys" and shown([secret]) == "a list of 1 items"
+    assert shown({"a": secret}) == "an object with 1 key" and shown([secret, 2]) == "a list of 2 items"

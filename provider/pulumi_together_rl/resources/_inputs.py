@@ -182,9 +182,9 @@ def shown(value: Any) -> str:
     if isinstance(value, str):
         return f"a string of {len(value)} characters"
     if isinstance(value, Mapping):
-        return f"an object with {len(value)} keys"
+        return f"an object with {len(value)} key{'' if len(value) == 1 else 's'}"
     if isinstance(value, (list, tuple)):
-        return f"a list of {len(value)} items"
+        return f"a list of {len(value)} item{'' if len(value) == 1 else 's'}"
     return f"a {type(value).__name__}"
 
 

@@ -120,11 +120,18 @@ def _take_over(kind: Kind, client: Any, request: Any, entry: journal.Entry) -> A
         when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
         try:
             found = _interrupted_object(kind, client, request, old)
-        except Exception as exc:  # could not look: leave it for a later create, never guess
+        except Exception as exc:
+            # Could not look: creating now might make a second one. Leave the entry for the next run and stop.
             journal.give_back(old)
-            log(f"{kind.name}: an interrupted create of the same request (at {when}) could not be checked: "
-                f"{explain(exc)[0]}; creating a new one")  # fmt: skip
-            continue
+            cause, _ = explain(exc)
+            raise ProviderError(
+                "creating",
+                kind.name,
+                old.id,
+                f"an interrupted `pulumi up` ({when}) may have made this {kind.name}, and looking for it failed "
+                f"({cause})",
+                "Run `pulumi up` again once the API answers: it takes the object over if it exists",
+            ) from exc
         if found is not None and not kind.gone(found):
             entry.record(found.id)
             old.remove()
