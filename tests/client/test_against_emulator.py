@@ -441,6 +441,18 @@ def test_lora_session_cap_is_rate_limited_at_once(emulator, sleeps):
     assert (len(posts(emulator, "/v1/rl/training-sessions")), sum(sleeps)) == (1, 0)
 
 
+def test_a_throttling_429_on_a_session_create_is_retried_and_makes_one_session(emulator, sleeps):
+    with TogetherRL(sleep=sleeps) as client:
+        resource = ready_resource(client)
+        emulator.control.clear_requests()
+        # Throttling, not the cap: no session-limit code, no model_resources_id param.
+        emulator.control.add_fault(method="POST", path=r"^/v1/rl/training-sessions$", status=429, times=2)
+        session = client.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
+    assert [s["id"] for s in emulator.control.state()["training_sessions"]] == [session.id]
+    assert len(posts(emulator, "/v1/rl/training-sessions")) == 3  # two refused, the third made it
+    assert len(sleeps) >= 2
+
+
 # ----------------------------------------------------------------------------------------- hygiene
 
 

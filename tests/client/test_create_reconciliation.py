@@ -351,13 +351,36 @@ def test_429_on_model_resource_create_gives_up_after_the_attempt_budget():
 
 
 def test_429_on_session_create_is_the_session_cap_and_is_raised_at_once():
-    script = Script(page([]), error(429, "session limit reached", headers={"Retry-After": "30"}))
+    script = Script(
+        page([]),
+        error(429, "session limit reached", code="session_limit_reached", headers={"Retry-After": "30"}),
+    )
     sleeps = Sleeps()
     with pytest.raises(RateLimited) as caught:
         make_client(script, sleeps=sleeps).create_training_session(SESSION_REQ)
     assert script.calls("POST") == [f"POST {SESSIONS}"]
     assert sleeps == []
     assert caught.value.retry_after == 30.0
+
+
+@pytest.mark.parametrize("marks", [{"code": "SESSION_LIMIT_EXCEEDED"}, {"param": "model_resources_id"}])
+def test_a_429_that_names_the_session_cap_is_the_cap(marks):
+    script = Script(page([]), error(429, "no", **marks))
+    with pytest.raises(RateLimited):
+        make_client(script, sleeps=Sleeps()).create_training_session(SESSION_REQ)
+    assert script.calls("POST") == [f"POST {SESSIONS}"]
+
+
+def test_a_429_without_a_cap_code_on_session_create_is_throttling_and_is_retried():
+    script = Script(
+        page([]),
+        error(429, "slow down", code="rate_limit_exceeded", headers={"Retry-After": "1"}),
+        reply(200, session_json("ts_1", display_name="exp-1")),
+    )
+    sleeps = Sleeps()
+    assert make_client(script, sleeps=sleeps).create_training_session(SESSION_REQ).id == "ts_1"
+    assert script.calls("POST") == [f"POST {SESSIONS}"] * 2
+    assert sleeps == [1.0]
 
 
 def test_validation_error_on_create_is_raised_at_once():

@@ -14,9 +14,12 @@ Retries live here and nowhere else. Each request names a :class:`RetryPolicy`:
   A 5xx, a read timeout or a connection broken after sending is *ambiguous*: the server may have made the
   object, so the error goes back to the caller (``api.py``), which looks the object up (see
   :func:`ambiguity` for the two kinds of ambiguous failure).
-* ``CREATE_CAPPED``: like ``CREATE``, except that 429 is not retried either: it is a hard cap (a training
-  session create refused with 429 is the per-resource session limit; resending cannot succeed until a
-  session ends, so it is raised at once).
+* ``CREATE_CAPPED``: like ``CREATE``, except that a 429 that is the per-resource session cap is not retried
+  (resending cannot succeed until a session ends, so it is raised at once). A 429 is taken for the cap when the
+  answer says so (:func:`is_session_cap`: an ``error.code`` naming a session limit, or ``param``
+  ``model_resources_id``); any other 429 is throttling, retried like under ``CREATE``. The API documents the
+  cap's 429 but not its code, so an uncoded cap costs a few bounded retries before it is raised; the opposite
+  mistake would fail a healthy ``pulumi up`` on a blip.
 
 Delays: capped exponential backoff with full jitter (``uniform(0, min(cap, base * 2**n))``), unless the server
 says how long to wait (``retry-after-ms``, then ``Retry-After`` in seconds or as an HTTP date), which is honoured
@@ -189,6 +192,17 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - current)
 
 
+#: ``error.code`` fragments that name a session cap (the emulator says ``session_limit_reached``; the API's own
+#: code is not documented, so the words are matched, not one value).
+_CAP_WORDS = ("session_limit", "session_cap", "sessions_limit", "max_sessions", "at_capacity")
+
+
+def is_session_cap(error: RateLimited) -> bool:
+    """Whether a 429 on a session create is the resource's session cap rather than throttling."""
+    code = (error.code or "").lower()
+    return any(word in code for word in _CAP_WORDS) or error.param == "model_resources_id"
+
+
 def ambiguity(error: BaseException) -> str | None:
     """How a failed create may have acted: ``None`` (it did not), :data:`ANSWERED` or :data:`UNANSWERED`.
 
@@ -330,7 +344,7 @@ class Transport:
             return policy is RetryPolicy.IDEMPOTENT or not error.maybe_sent
         if isinstance(error, RateLimited):
             # "Refused, nothing done": safe even for a create, unless the 429 is a hard cap.
-            return policy is not RetryPolicy.CREATE_CAPPED
+            return policy is not RetryPolicy.CREATE_CAPPED or not is_session_cap(error)
         if isinstance(error, ServerError):
             return policy is RetryPolicy.IDEMPOTENT
         return False
