@@ -104,6 +104,9 @@ def test_delete_with_attached_sessions_needs_force(rig):
 
     message = str(caught.value)
     assert session.id in message and "force_stop=True" in message
+    # An untracked session: the message says so and names the orphan finder.
+    assert "that this stack does not manage are attached" in message
+    assert "python -m pulumi_together_rl orphans" in message and "--stop" in message
     # Pulumi deletes with the OLD inputs: force_stop=True must be deployed on its own before the change.
     assert "last deployed with" in message and "pulumi up --target" in message
     assert "then apply your change, or run `pulumi destroy`, again" in message

@@ -229,8 +229,9 @@ def _wait_ready(client: Any, id_: str, inputs: Mapping[str, Any]) -> WireModelRe
 _RUNNING_SESSIONS = frozenset({TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING})
 
 _ATTACHED_TODO = (
-    "Stop those sessions first (destroy their TrainingSession resources, or POST "
-    "/v1/rl/training-sessions/<id>/stop), or use force_stop. Pulumi deletes a resource with the inputs it was last "
+    "Stop those sessions first: `python -m pulumi_together_rl orphans --state <pulumi stack export file> "
+    "--stop` stops every session no given stack holds (or POST /v1/rl/training-sessions/<id>/stop each), and "
+    "if one belongs to another stack, destroy it there; or use force_stop. Pulumi deletes a resource with the inputs it was last "
     "deployed with, so force_stop=True must be deployed on its own first: set it, undo any other change to this "
     "ModelResource for now, and run `pulumi up` (or `pulumi up --target <URN of this ModelResource>`; "
     "`pulumi stack --show-urns` lists URNs); then apply your change, or run `pulumi destroy`, again"

@@ -326,8 +326,11 @@ class _ModelResourceProvider(BaseProvider):
             # Which refusal it is, we learn from the sessions list and the object's state, never the message.
             attached = [] if force else _sessions_on(client, id_, SESSION_HOLDS_SLOT, quiet=True) or []
             if attached:
+                # The engine deletes a stack's sessions before their resource, so these are not this stack's.
                 raise ProviderError("deleting", KIND, id_, "the API refused to stop it because training sessions "
-                                    f"are attached: {', '.join(attached)}", _ATTACHED_TODO) from exc  # fmt: skip
+                                    f"that this stack does not manage are attached: {', '.join(attached)} (made "
+                                    "outside Pulumi, by another stack, or left by an interrupted run)",
+                                    _ATTACHED_TODO) from exc  # fmt: skip
             live = look_after_refused_stop("deleting", KIND, id_, fetch, exc)
             if live is not None and live.status not in RESOURCE_GONE:
                 raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
