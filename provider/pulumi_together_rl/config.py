@@ -56,6 +56,10 @@ class Settings:
     api_key: str | None = dataclasses.field(default=None, repr=False)
     base_url: str | None = None
     poll_interval: float = DEFAULT_POLL_INTERVAL
+    api_key_from: str | None = None
+    """Where the key came from (``together:apiKey`` or ``TOGETHER_API_KEY``), for errors that blame it."""
+    base_url_from: str | None = None
+    """Where the base URL came from (``together:baseUrl``, ``TOGETHER_BASE_URL``), None for the default."""
 
 
 _lock = threading.Lock()
@@ -93,18 +97,21 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
     with _lock:
         configured = dict(_configured)
 
-    def pick(config_key: str, env_key: str) -> Any:
+    def pick(config_key: str, env_key: str) -> tuple[Any, str | None]:
         value = configured.get(config_key)
-        if value is None or value == "":
-            value = env.get(env_key) or None
-        return value
+        if value is not None and value != "":
+            return value, config_key
+        value = env.get(env_key) or None
+        return value, (env_key if value is not None else None)
 
-    api_key = pick(CONFIG_API_KEY, ENV_API_KEY)
-    base_url = pick(CONFIG_BASE_URL, ENV_BASE_URL)
+    api_key, api_key_from = pick(CONFIG_API_KEY, ENV_API_KEY)
+    base_url, base_url_from = pick(CONFIG_BASE_URL, ENV_BASE_URL)
     return Settings(
         api_key=str(api_key) if api_key is not None else None,
         base_url=str(base_url) if base_url is not None else None,
-        poll_interval=_poll_interval(pick(CONFIG_POLL_INTERVAL, ENV_POLL_INTERVAL)),
+        poll_interval=_poll_interval(pick(CONFIG_POLL_INTERVAL, ENV_POLL_INTERVAL)[0]),
+        api_key_from=api_key_from,
+        base_url_from=base_url_from,
     )
 
 

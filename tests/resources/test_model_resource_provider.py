@@ -379,6 +379,35 @@ def test_a_failed_remote_check_is_remembered_so_a_preview_pays_it_once(rig, caps
     assert capsys.readouterr().err.count("Skipped the remote checks") == 3  # each resource still warns
 
 
+def test_a_malformed_base_url_from_the_environment_is_blamed_on_the_environment(
+    rig, fresh_provider_state, monkeypatch
+):
+    configure(rig.resources, {"together:apiKey": "k"})
+    monkeypatch.setenv("TOGETHER_BASE_URL", "api.together.ai")
+
+    with pytest.raises(ProviderError) as caught:
+        rig.resources.create({"base_model": MODEL})
+    message = str(caught.value)
+    assert "comes from the environment variable TOGETHER_BASE_URL" in message
+    assert "stack config" not in message
+
+
+def test_a_rejected_key_names_the_setting_it_came_from(rig, fresh_provider_state, monkeypatch):
+    rig.control.configure(api_key=rig.emulator.api_key)  # the emulator checks the key from here on
+    configure(rig.resources, {"together:baseUrl": rig.emulator.base_url})
+    monkeypatch.setenv("TOGETHER_API_KEY", "wrong-key")
+    with pytest.raises(ProviderError) as from_env:
+        rig.create_resource()
+    assert "HTTP 401" in str(from_env.value)
+    assert "comes from the environment variable TOGETHER_API_KEY" in str(from_env.value)
+
+    configure(rig.resources, {"together:baseUrl": rig.emulator.base_url, "together:apiKey": "wrong-key"})
+    with pytest.raises(ProviderError) as from_config:
+        rig.create_resource()
+    assert "comes from the stack config together:apiKey" in str(from_config.value)
+    assert "wrong-key" not in str(from_env.value) + str(from_config.value)
+
+
 def test_a_malformed_base_url_is_a_provider_error_naming_the_setting(rig, fresh_provider_state, capsys):
     configure(rig.resources, {"together:apiKey": "k", "together:baseUrl": "api.together.ai"})
 
@@ -386,7 +415,7 @@ def test_a_malformed_base_url_is_a_provider_error_naming_the_setting(rig, fresh_
         rig.resources.create({"base_model": MODEL})
     message = str(caught.value)
     assert message.startswith(f"creating model resource ({MODEL}): ")
-    assert "together:baseUrl" in message and "TOGETHER_BASE_URL" in message
+    assert "comes from the stack config together:baseUrl" in message and "TOGETHER_BASE_URL" not in message
 
     with pytest.raises(ProviderError, match=r"^deleting model resource \(mr-1\): "):
         rig.resources.delete("mr-1", {})

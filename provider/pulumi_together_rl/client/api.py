@@ -284,7 +284,7 @@ def resolve_base_url(base_url: str | None) -> str:
     A URL that is not a usable http(s) URL is a :class:`ConfigurationError` naming where it came from.
     """
     if base_url:
-        raw, source = str(base_url), "the base_url argument (Pulumi config together:baseUrl)"
+        raw, source = str(base_url), "the base_url argument"
     elif os.environ.get(ENV_BASE_URL, "").strip():
         raw, source = os.environ[ENV_BASE_URL], f"the {ENV_BASE_URL} environment variable"
     else:

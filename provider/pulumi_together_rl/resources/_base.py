@@ -26,7 +26,7 @@ from pulumi.dynamic import ConfigureRequest, ResourceProvider
 from .. import config
 from ..client import errors
 from ..waiting import format_elapsed
-from ._errors import BASE_URL_TODO, ProviderError, _configuration_cause, explain, log
+from ._errors import ProviderError, _configuration_cause, base_url_todo, explain, log
 from ._inputs import PROVIDER_KEY, changed_keys
 from ._server import shorten_tracebacks
 
@@ -100,7 +100,9 @@ def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False)
             try:
                 client = TogetherRL(api_key=settings.api_key, base_url=settings.base_url, **extra)
             except errors.ConfigurationError as exc:
-                raise ProviderError(doing, kind, ident, _configuration_cause(exc), BASE_URL_TODO) from exc
+                raise ProviderError(
+                    doing, kind, ident, _configuration_cause(exc), base_url_todo(settings.base_url_from)
+                ) from exc
             _clients[cache_key] = client
     return client
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sys
 
+from .. import config
 from ..client import errors
 from ..waiting import WaitFailed, WaitTimeout, format_elapsed
 
@@ -30,10 +31,29 @@ UNEXPECTED_TODO = (
     "Run the command again; if it fails the same way, report it as a bug of pulumi-together-rl, "
     "with this message"
 )
-BASE_URL_TODO = (
-    "Set together:baseUrl (`pulumi config set together:baseUrl https://api.together.ai`) or TOGETHER_BASE_URL "
-    "to an http(s) URL, or unset both for the default"
-)
+
+
+def base_url_todo(source: str | None) -> str:
+    """What to do about a malformed base URL, naming the setting it really came from."""
+    if source == "TOGETHER_BASE_URL":
+        return (
+            "The URL comes from the environment variable TOGETHER_BASE_URL (together:baseUrl is not set): set it to "
+            "an http(s) URL, or unset it for the default"
+        )
+    return (
+        "The URL comes from the stack config together:baseUrl: set it to an http(s) URL "
+        "(`pulumi config set together:baseUrl https://api.together.ai`), or remove it for the default"
+    )
+
+
+def api_key_todo(source: str | None) -> str:
+    """What to do about a rejected key, naming the setting it came from."""
+    if source == "TOGETHER_API_KEY":
+        return (
+            "The key comes from the environment variable TOGETHER_API_KEY (together:apiKey is not set): fix it, or "
+            "set the stack's key with `pulumi config set --secret together:apiKey <key>`"
+        )
+    return "The key comes from the stack config together:apiKey: `pulumi config set --secret together:apiKey <key>`"
 
 
 def explain(exc: BaseException, doing: str = "") -> tuple[str, str]:
@@ -53,8 +73,8 @@ def explain(exc: BaseException, doing: str = "") -> tuple[str, str]:
     if isinstance(exc, ProviderError):
         return exc.cause, exc.todo or UNEXPECTED_TODO
     if isinstance(exc, errors.Unauthorized):
-        return f"the API rejected the key (HTTP 401: {exc.message})", (
-            "Check together:apiKey (`pulumi config set --secret together:apiKey <key>`) or TOGETHER_API_KEY"
+        return f"the API rejected the key (HTTP 401: {exc.message})", api_key_todo(
+            config.current().api_key_from
         )
     if isinstance(exc, errors.PermissionDenied):
         return f"the key may not do this (HTTP 403: {exc.message})", "Use a key of the project that owns it"
