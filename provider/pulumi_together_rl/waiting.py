@@ -29,6 +29,7 @@ Clock, sleep and the output stream are injectable so tests run without real time
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import IO, Any, TypeVar
@@ -170,8 +171,20 @@ def _short(exc: BaseException) -> str:
     return f"HTTP {status}" if status else type(exc).__name__
 
 
-def _progress(out: IO[str], line: str) -> None:
+_output_lock = threading.Lock()
+
+
+def progress_line(line: str, out: IO[str] | None = None) -> None:
+    """Write one whole line (stderr by default): one write under a lock, so the lines of waits and creates
+    running in parallel threads never interleave mid-line (``print`` writes the text and the newline apart)."""
+    stream = out if out is not None else sys.stderr
     try:
-        print(line, file=out, flush=True)
+        with _output_lock:
+            stream.write(line + "\n")
+            stream.flush()
     except (OSError, ValueError):  # a closed stream must never fail a deployment
         pass
+
+
+def _progress(out: IO[str], line: str) -> None:
+    progress_line(line, out)

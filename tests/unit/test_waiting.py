@@ -221,3 +221,34 @@ def test_a_non_transient_fetch_error_still_ends_the_wait_at_once():
     fake = FakeTime()
     with pytest.raises(KeyError):
         run_transient(flaky(obj("PENDING"), KeyError), fake)
+
+
+def test_progress_lines_from_parallel_threads_are_whole_lines():
+    import threading
+    import time
+
+    from pulumi_together_rl.waiting import progress_line
+
+    class SlowStream(io.StringIO):
+        """Gives other threads a chance in the middle of every write, as a real pipe can."""
+
+        def write(self, text):
+            for char in text:
+                super().write(char)
+                time.sleep(0)
+            return len(text)
+
+    stream = SlowStream()
+    expected = {f"model resource {n}: PENDING, queue position {i}" for n in range(6) for i in range(40)}
+
+    def writer(n):
+        for i in range(40):
+            progress_line(f"model resource {n}: PENDING, queue position {i}", stream)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == len(expected) and set(lines) == expected

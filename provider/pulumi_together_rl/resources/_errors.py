@@ -9,11 +9,10 @@
 from __future__ import annotations
 
 import re
-import sys
 
 from .. import config
 from ..client import errors
-from ..waiting import WaitFailed, WaitTimeout, format_elapsed
+from ..waiting import WaitFailed, WaitTimeout, format_elapsed, progress_line
 
 
 class ProviderError(Exception):
@@ -144,8 +143,5 @@ def _configuration_cause(exc: BaseException) -> str:
 
 
 def log(message: str) -> None:
-    """One line on stderr: the Pulumi CLI shows a dynamic provider's stderr."""
-    try:
-        print(message, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
+    """One whole line on stderr (the Pulumi CLI shows a dynamic provider's stderr), never interleaved."""
+    progress_line(message)
