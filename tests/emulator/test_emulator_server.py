@@ -398,3 +398,23 @@ def test_framework_validation_errors_and_crashes_answer_the_envelope_never_422()
         assert crashed.status_code == 500
         assert crashed.json()["error"]["type"] == "server_error"
         assert "boom" in crashed.json()["error"]["message"]
+
+
+def test_started_without_its_extra_the_emulator_says_how_to_install_it():
+    # A real `python -m pulumi_together_rl.emulator` in a process where fastapi cannot be imported.
+    blocker = (
+        "import sys, runpy\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'fastapi':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "sys.argv = ['emulator', '--port', '0']\n"
+        "runpy.run_module('pulumi_together_rl.emulator', run_name='__main__')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", blocker], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'pulumi-together-rl[emulator]'" in result.stderr
+    assert "Traceback" not in result.stderr

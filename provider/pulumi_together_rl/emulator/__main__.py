@@ -187,14 +187,28 @@ def _stop_on_signals(server: Any) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+EXTRA_MODULES = ("fastapi", "uvicorn", "starlette", "anyio", "h11")
+"""What the ``[emulator]`` extra brings (a missing one gets the install hint, not a traceback)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
-    import uvicorn
+    try:
+        import uvicorn
 
-    from .app import EmulatorApp
-    from .server import base_url_of, bind_socket, uvicorn_config
+        from .app import EmulatorApp
+        from .server import base_url_of, bind_socket, uvicorn_config
+    except ModuleNotFoundError as exc:
+        if exc.name not in EXTRA_MODULES:
+            raise
+        print(
+            f"starting the emulator: its extra is not installed (no module named {exc.name!r}). Install it with "
+            "`pip install 'pulumi-together-rl[emulator]'` (or `uv sync` in a clone of the repository).",
+            file=sys.stderr,
+        )
+        return 2
 
     try:
         app = EmulatorApp(**settings_from_args(args))
