@@ -68,6 +68,8 @@ def make_client(
         http_transport=httpx.MockTransport(script),
         sleep=sleeps if sleeps is not None else Sleeps(),
         rng=rng,
+        # One lookup after an answered failure, unless a test is about the list lagging a create.
+        list_lag=kw.pop("list_lag", 0.0),
         **kw,
     )
 

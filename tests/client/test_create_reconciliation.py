@@ -209,6 +209,22 @@ def test_a_lookup_that_fails_for_now_is_not_found_yet_and_the_looking_goes_on():
     assert script.calls("POST") == [f"POST {SESSIONS}"]
 
 
+def test_an_answered_failure_keeps_looking_while_the_list_lags_and_never_resends():
+    """The server made it and answered 500; the list shows it only at the third look: no second object."""
+    script = Script(
+        page([]),
+        error(500, "boom"),
+        page([]),
+        page([]),
+        page([session_json("ts_mine", display_name="exp-1")]),
+    )
+    sleeps = Sleeps()
+    found = make_client(script, sleeps=sleeps, list_lag=5.0).create_training_session(SESSION_REQ)
+    assert found.id == "ts_mine"
+    assert script.calls("POST") == [f"POST {SESSIONS}"]
+    assert sum(sleeps) <= 5.0 + 2.0  # the pause, then lookups within the lag window
+
+
 def test_a_503_without_acting_never_adopts_an_identical_object_that_existed_before_the_send():
     """Another stack's identical resource, made a minute earlier, is in the snapshot: never ours."""
     foreign = resource_json("mr_foreign", created_at=ago(60))

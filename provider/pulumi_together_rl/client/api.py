@@ -34,7 +34,7 @@ from .models import (
     TrainingSessionStatus,
     TrainingSessionUpdateRequest,
 )
-from .reconcile import _MODEL_RESOURCE, _TRAINING_SESSION, CreateReconciler
+from .reconcile import _MODEL_RESOURCE, _TRAINING_SESSION, LIST_LAG, CreateReconciler
 from .transport import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_RETRY_AFTER,
@@ -58,8 +58,9 @@ class TogetherRL(CreateReconciler):
     ``base_url`` to ``$TOGETHER_BASE_URL``, then ``https://api.together.ai`` (a trailing ``/v1`` is tolerated).
     ``timeout`` is the read timeout in seconds (connecting gets at most 10 s) or an ``httpx.Timeout``.
     ``settle_window`` is how long (seconds) a create that got no answer keeps looking for what it made
-    (default: the read timeout); see :mod:`.reconcile`. ``http_transport``, ``sleep`` and ``rng`` exist
-    for tests.
+    (default: the read timeout); ``list_lag`` how long one whose failure the server itself answered keeps
+    looking before it concludes that nothing was made (default :data:`.reconcile.LIST_LAG`: a list may lag a
+    create); see :mod:`.reconcile`. ``http_transport``, ``sleep`` and ``rng`` exist for tests.
     """
 
     def __init__(
@@ -74,10 +75,14 @@ class TogetherRL(CreateReconciler):
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] | None = None,
         settle_window: float | None = None,
+        list_lag: float = LIST_LAG,
     ) -> None:
         self.base_url = resolve_base_url(base_url)
         if settle_window is not None and (not math.isfinite(settle_window) or settle_window < 0):
             raise ValueError("settle_window must be a finite number of seconds >= 0")
+        if not math.isfinite(list_lag) or list_lag < 0:
+            raise ValueError("list_lag must be a finite number of seconds >= 0")
+        self.list_lag = float(list_lag)
         self._transport = Transport(
             self.base_url,
             resolve_api_key(api_key),

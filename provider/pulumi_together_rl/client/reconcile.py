@@ -19,8 +19,9 @@ Together takes no idempotency key on create, so a create whose outcome is unknow
 3. **Two kinds of ambiguous failure** (:func:`.transport.ambiguity`):
 
    * *answered*: the server itself answered a 5xx (not a gateway's 502/504): it has finished handling the
-     request, so whatever it made exists now. After a short pause the create looks once; found -> returned;
-     not found -> the server did not act, and the create is resent within the same attempt budget. When the
+     request, so whatever it made exists now, though a list may show it a few seconds late. After a short pause
+     the create looks over ``list_lag`` seconds (:data:`LIST_LAG`); found -> returned; not found -> the server
+     did not act, and the create is resent within the same attempt budget. When the
      budget runs out, the last error is raised, saying that an object may exist and how to find it.
    * *unanswered*: a read timeout, a connection broken after sending, a gateway's 502/504, or a 2xx whose
      body could not be read: the server may still be working on the request. The create looks repeatedly
@@ -68,6 +69,10 @@ from .models import (
 )
 from .transport import ANSWERED, UNANSWERED, RetryPolicy, Transport, ambiguity
 from .wire import _RESOURCES, _SESSIONS, M, _pages, _parse
+
+#: Seconds a create whose failure the server itself answered keeps looking before it concludes that nothing was
+#: made and resends: a list can lag a create by a few seconds, and one look right away would miss the object.
+LIST_LAG = 5.0
 
 #: Delays between the lookups of an unanswered create: the first, doubling up to the cap.
 SETTLE_FIRST_DELAY = 0.5
@@ -172,14 +177,17 @@ class CreateReconciler:
                 raise failure
             waited: float | None = None
             if how == ANSWERED:
-                # The server finished with the request: whatever it made exists now. Look once.
+                # The server finished with the request: whatever it made exists now, though a list may take a
+                # few seconds (list_lag) to show it. Look over that window.
                 transport.pause(budget, failure)
-                found, lookup_error = self._lookup(find, existing)
+                found, lookup_error, _ = self._settle(
+                    kind, failure, find, existing, self.list_lag, first_wait=False
+                )
                 if found is None and lookup_error is not None and is_transient(lookup_error):
                     # We could not look (the API is failing): never resend blind; look over the settle window.
-                    found, lookup_error, waited = self._settle(kind, failure, find, existing)
+                    found, lookup_error, _ = self._settle(kind, failure, find, existing, self.settle_window)
             else:
-                found, lookup_error, waited = self._settle(kind, failure, find, existing)
+                found, lookup_error, waited = self._settle(kind, failure, find, existing, self.settle_window)
             if found is not None:
                 _say(f"create of {kind.name} answered {failure}; found the {kind.name} it made: {found.id}")
                 return found
@@ -214,14 +222,18 @@ class CreateReconciler:
         failure: TogetherError,
         find: Callable[[frozenset[str]], M | None],
         existing: frozenset[str],
+        window: float,
+        *,
+        first_wait: bool = True,
     ) -> tuple[M | None, TogetherError | None, float]:
-        """Look for an unanswered create's object over the settle window (sleeping between lookups)."""
-        window = self.settle_window
+        """Look for a failed create's object for ``window`` seconds (sleeping between lookups; the first
+        lookup at once when ``first_wait`` is false, as after an answered failure's own pause)."""
         waited = 0.0
-        delay = min(SETTLE_FIRST_DELAY, window)
+        delay = min(SETTLE_FIRST_DELAY, window) if first_wait else 0.0
         lookups = 0
         while True:
-            self._transport.wait(delay)
+            if delay > 0:
+                self._transport.wait(delay)
             waited += delay
             found, lookup_error = self._lookup(find, existing)
             lookups += 1
@@ -235,7 +247,7 @@ class CreateReconciler:
                     f"create of {kind.name} failed ({failure}); looking for the {kind.name} it may have "
                     f"made for up to {window:g} s"
                 )
-            delay = min(delay * 2, SETTLE_MAX_DELAY, window - waited)
+            delay = min(max(delay * 2, SETTLE_FIRST_DELAY), SETTLE_MAX_DELAY, window - waited)
 
     def _list_live_resources(self, after: str | None) -> ModelResourceList:
         return self.list_model_resources(

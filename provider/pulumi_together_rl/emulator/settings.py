@@ -36,6 +36,13 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "session_cap_full": 1,
     "queue_position": None,
     "supported_models": None,
+    # Read-after-write lag and a stop that does not take, which the real API may show and the fault rules
+    # cannot express: a GET or stop of an object younger than read_lag seconds answers 404, a list leaves out
+    # objects younger than list_lag seconds, and the next stops_ignored stops answer as if accepted while
+    # changing nothing.
+    "read_lag": 0.0,
+    "list_lag": 0.0,
+    "stops_ignored": 0,
 }
 
 
@@ -88,6 +95,14 @@ def _merge_settings(current: dict[str, Any], patch: dict[str, Any]) -> dict[str,
             out[key] = value
         elif key == "supported_models":
             out[key] = None if value is None else _check_supported_models(value)
+        elif key in ("read_lag", "list_lag"):
+            if not _is_number(value) or value < 0 or not math.isfinite(value):
+                raise InvalidRequest(f"{key} must be a number of seconds >= 0.", param=key)
+            out[key] = float(value)
+        elif key == "stops_ignored":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidRequest("stops_ignored must be an integer >= 0.", param=key)
+            out[key] = value
     return out
 
 

@@ -310,8 +310,9 @@ class EmulatorState(Lifecycle):
 
     def get_model_resource(self, resource_id: str) -> ModelResourceRecord:
         with self._lock:
-            self._advance(self.clock.now())
-            return self._resource_copy(self._resource(resource_id))
+            now = self.clock.now()
+            self._advance(now)
+            return self._resource_copy(self._visible(self._resource(resource_id), now))
 
     def list_model_resources(
         self,
@@ -324,11 +325,13 @@ class EmulatorState(Lifecycle):
         statuses = _check_statuses(status, RESOURCE_STATUSES)
         with self._lock:
             self._advance(self.clock.now())
+            now = self.clock.now()
             items = [
                 r
                 for r in self._resources.values()
                 if (statuses is None or r.status in statuses)
                 and self._created_by_matches(r.created_by, created_by)
+                and self._listed(r, now)
             ]
             page = _paginate(items, self._resources, limit, after)
             page.data = [self._resource_copy(r) for r in page.data]
@@ -338,8 +341,8 @@ class EmulatorState(Lifecycle):
         with self._lock:
             now = self.clock.now()
             self._advance(now)
-            rec = self._resource(resource_id)
-            if rec.status in (R_PENDING, R_CREATING, R_READY):
+            rec = self._visible(self._resource(resource_id), now)
+            if rec.status in (R_PENDING, R_CREATING, R_READY) and not self._stop_ignored():
                 attached = [
                     s
                     for s in _oldest_first(self._sessions.values())
@@ -455,8 +458,9 @@ class EmulatorState(Lifecycle):
 
     def get_training_session(self, session_id: str) -> TrainingSessionRecord:
         with self._lock:
-            self._advance(self.clock.now())
-            return copy.deepcopy(self._session(session_id))
+            now = self.clock.now()
+            self._advance(now)
+            return copy.deepcopy(self._visible(self._session(session_id), now))
 
     def list_training_sessions(
         self,
@@ -476,6 +480,7 @@ class EmulatorState(Lifecycle):
                 if (statuses is None or s.status in statuses)
                 and (model_resources_id is None or s.model_resources_id == model_resources_id)
                 and self._created_by_matches(s.created_by, created_by)
+                and self._listed(s, self.clock.now())
             ]
             page = _paginate(items, self._sessions, limit, after)
             page.data = [copy.deepcopy(s) for s in page.data]
@@ -515,8 +520,8 @@ class EmulatorState(Lifecycle):
         with self._lock:
             now = self.clock.now()
             self._advance(now)
-            rec = self._session(session_id)
-            if rec.status in (S_CREATING, S_RUNNING):
+            rec = self._visible(self._session(session_id), now)
+            if rec.status in (S_CREATING, S_RUNNING) and not self._stop_ignored():
                 self._set_session(rec, S_STOPPING, now)
             # STOPPING or terminal: harmless, answered unchanged.
             return copy.deepcopy(rec)
@@ -567,6 +572,24 @@ class EmulatorState(Lifecycle):
         if wanted is None or wanted == "":
             return True
         return owner == (self._settings["user_id"] if wanted == "me" else wanted)
+
+    def _visible(self, rec: Any, now: datetime) -> Any:
+        """``rec``, or the 404 the API answers while it is younger than the read lag."""
+        if (now - rec.created_at).total_seconds() < self._settings["read_lag"]:
+            kind = "model resource" if isinstance(rec, ModelResourceRecord) else "training session"
+            raise NotFound(f"No {kind} with id {rec.id!r}.", param="id")
+        return rec
+
+    def _listed(self, rec: Any, now: datetime) -> bool:
+        """Whether a list shows ``rec`` yet (the list lags creates by ``list_lag`` seconds)."""
+        return (now - rec.created_at).total_seconds() >= self._settings["list_lag"]
+
+    def _stop_ignored(self) -> bool:
+        """Spend one of ``stops_ignored``: this stop answers as if accepted and changes nothing."""
+        if self._settings["stops_ignored"] > 0:
+            self._settings["stops_ignored"] -= 1
+            return True
+        return False
 
     def _resource(self, resource_id: str) -> ModelResourceRecord:
         rec = self._resources.get(resource_id)

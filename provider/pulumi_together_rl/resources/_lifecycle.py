@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from datetime import timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn, TypeVar
 
-from pulumi.dynamic import CreateResult
+from pulumi.dynamic import CreateResult, ReadResult
 
 from .. import config, journal
 from ..client import errors
@@ -162,6 +162,66 @@ def _aware(moment: Any) -> Any:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
+def age_of(props: dict[str, Any]) -> float | None:
+    """Seconds since the object in the state was created (its ``created_at`` output), None if unknown."""
+    created = props.get("created_at")
+    if not isinstance(created, str) or not created:
+        return None
+    try:
+        moment = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (datetime.now(timezone.utc) - _aware(moment)).total_seconds()
+
+
+def young(props: dict[str, Any]) -> bool:
+    """Whether a 404 for this object may still be the API's read-after-write lag (made under a minute ago)."""
+    age = age_of(props)
+    return age is not None and age < NOT_FOUND_GRACE
+
+
+def retry_404(
+    call: Callable[[], T], *, props: dict[str, Any], sleep: Callable[[float], None] = time.sleep
+) -> T:
+    """``call()``; a 404 for a young object (:func:`young`) is tried again over a few seconds before it is
+    believed, so refresh never drops and delete never calls "gone" an object the API has not shown yet."""
+    delays = list(ABANDON_STOP_RETRY_DELAYS) if young(props) else []
+    while True:
+        try:
+            return call()
+        except errors.NotFound:
+            if not delays:
+                raise
+            sleep(delays.pop(0))
+
+
+def kept_while_young(kind: str, ident: str, props: dict[str, Any], input_keys: Any) -> ReadResult | None:
+    """Refresh got a 404 (after :func:`retry_404`): for a young object, keep it in the state as it is (the
+    API may not show it yet; dropping it would make the next ``up`` create a second one); else None."""
+    if not young(props):
+        return None
+    log(
+        f"{kind} {ident}: the API answers 404 for it, but it was created {format_elapsed(age_of(props) or 0)} "
+        "ago: keeping it in the state (read-after-write lag); refresh again in a minute"
+    )
+    return ReadResult(ident, props, inputs={k: props[k] for k in input_keys if k in props})
+
+
+def not_found_on_stop(kind: str, ident: str, props: dict[str, Any]) -> None:
+    """A stop answered 404 (after :func:`retry_404`): done for an old object, an error for a young one (it
+    may exist and bill; calling it gone would let delete-before-replace make the replacement beside it)."""
+    if young(props):
+        raise ProviderError(
+            "deleting",
+            kind,
+            ident,
+            f"stopping it answered 404 (not found) for several seconds, but it was created "
+            f"{format_elapsed(age_of(props) or 0)} ago, so it may still exist (read-after-write lag)",
+            "Run the command again in a minute",
+        )
+    log(f"{kind} {ident}: already gone")
+
+
 def get_or_none(getter: Callable[[str], T], ident: str) -> T | None:
     """``getter(ident)``, with 404 as ``None`` (not-found is a state)."""
     try:
@@ -235,6 +295,36 @@ def persist(
             log(f"{what}: {cause}; trying again in {format_elapsed(delay)} ({format_elapsed(spent)} so far)")
             sleep(delay)
             delay = min(delay * 2, PERSIST_MAX_DELAY)
+
+
+RESTOP_AFTER = 15.0
+"""Seconds an object may stay as it was after its stop was accepted before the stop is sent again (a stop that
+answered 200 but did not take must not leave a delete waiting out its whole timeout while the GPU bills)."""
+
+
+def restopping(
+    fetch: Callable[[], T | None],
+    stop: Callable[[], Any],
+    untouched: Callable[[T], bool],
+    what: str,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[], T | None]:
+    """``fetch`` for a delete's wait that sends ``stop`` again (it is idempotent) whenever the object is still
+    ``untouched`` (not stopping at all) :data:`RESTOP_AFTER` seconds after the last stop."""
+    last = clock()
+
+    def fetch_and_restop() -> T | None:
+        nonlocal last
+        obj = fetch()
+        if obj is not None and untouched(obj) and clock() - last >= RESTOP_AFTER:
+            log(
+                f"{what}: still {obj.status.short} {format_elapsed(clock() - last)} after the stop; stopping again"
+            )
+            last = clock()
+            stop()
+        return obj
+
+    return fetch_and_restop
 
 
 def look_after_refused_stop(

@@ -61,7 +61,18 @@ from ..client.reconcile import LIVE_RESOURCE_STATUSES
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import Kind, create_transaction, get_or_none, look_after_refused_stop, persist, wait
+from ._lifecycle import (
+    Kind,
+    create_transaction,
+    get_or_none,
+    kept_while_young,
+    look_after_refused_stop,
+    not_found_on_stop,
+    persist,
+    restopping,
+    retry_404,
+    wait,
+)
 from ._model_resource_helpers import (
     _ATTACHED_TODO,
     _HINTS,
@@ -278,9 +289,11 @@ class _ModelResourceProvider(BaseProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         client = api_client("reading", KIND, id_)
         try:
-            live = get_or_none(client.get_model_resource, id_)
+            live = get_or_none(lambda i: retry_404(lambda: client.get_model_resource(i), props=props), id_)
         except Exception as exc:
             raise ProviderError("reading", KIND, id_, *explain(exc)) from exc
+        if live is None and (kept := kept_while_young(KIND, id_, props, _INPUT_KEYS)) is not None:
+            return kept
         if live is None or live.status in RESOURCE_GONE:
             state = "not found" if live is None else live.status.short
             log(
@@ -315,12 +328,12 @@ class _ModelResourceProvider(BaseProvider):
             if force:  # which sessions the forced stop takes down, for the log
                 running = _sessions_on(client, id_, _RUNNING_SESSIONS, quiet=True)
             persist(
-                lambda: client.stop_model_resource(id_, force=force),
+                lambda: retry_404(lambda: client.stop_model_resource(id_, force=force), props=props),
                 window=timeout,
                 what=f"{KIND} {id_}: stopping",
             )
         except errors.NotFound:
-            log(f"{KIND} {id_}: already gone")
+            not_found_on_stop(KIND, id_, props)
             return
         except (errors.Conflict, errors.BadRequest) as exc:
             # Which refusal it is, we learn from the sessions list and the object's state, never the message.
@@ -348,7 +361,12 @@ class _ModelResourceProvider(BaseProvider):
             log(f"{KIND} {id_}: force_stop=True also stopped training sessions {', '.join(running)}")
         try:
             wait(
-                fetch,
+                restopping(
+                    fetch,
+                    lambda: client.stop_model_resource(id_, force=force),
+                    lambda mr: mr.status in LIVE_RESOURCE_STATUSES,
+                    f"{KIND} {id_}",
+                ),
                 done=lambda mr: mr is None or mr.status in RESOURCE_GONE,
                 failed=lambda mr: False,
                 describe=_describe(id_),

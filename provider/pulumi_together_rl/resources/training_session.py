@@ -51,7 +51,18 @@ from ..client.reconcile import LIVE_SESSION_STATUSES
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import Kind, create_transaction, get_or_none, look_after_refused_stop, persist, wait
+from ._lifecycle import (
+    Kind,
+    create_transaction,
+    get_or_none,
+    kept_while_young,
+    look_after_refused_stop,
+    not_found_on_stop,
+    persist,
+    restopping,
+    retry_404,
+    wait,
+)
 from ._training_session_helpers import (
     _DISPLAY_NAME_MAX,
     _HINTS,
@@ -276,9 +287,11 @@ class _TrainingSessionProvider(BaseProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         client = api_client("reading", KIND, id_)
         try:
-            live = get_or_none(client.get_training_session, id_)
+            live = get_or_none(lambda i: retry_404(lambda: client.get_training_session(i), props=props), id_)
         except Exception as exc:
             raise ProviderError("reading", KIND, id_, *explain(exc)) from exc
+        if live is None and (kept := kept_while_young(KIND, id_, props, _INPUT_KEYS)) is not None:
+            return kept
         if live is None or live.status in SESSION_GONE:
             state = "not found" if live is None else live.status.short
             log(
@@ -313,9 +326,13 @@ class _TrainingSessionProvider(BaseProvider):
         fetch = lambda: get_or_none(client.get_training_session, id_)  # noqa: E731
         timeout = props.get("delete_timeout") or config.TRAINING_SESSION_DELETE_TIMEOUT
         try:
-            persist(lambda: client.stop_training_session(id_), window=timeout, what=f"{KIND} {id_}: stopping")
+            persist(
+                lambda: retry_404(lambda: client.stop_training_session(id_), props=props),
+                window=timeout,
+                what=f"{KIND} {id_}: stopping",
+            )
         except errors.NotFound:
-            log(f"{KIND} {id_}: already gone")
+            not_found_on_stop(KIND, id_, props)
             return
         except (errors.Conflict, errors.BadRequest) as exc:
             # Perhaps it is stopped already: judged by its state, never by the message.
@@ -334,7 +351,12 @@ class _TrainingSessionProvider(BaseProvider):
             raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
         try:
             wait(
-                fetch,
+                restopping(
+                    fetch,
+                    lambda: client.stop_training_session(id_),
+                    lambda ts: ts.status in LIVE_SESSION_STATUSES,
+                    f"{KIND} {id_}",
+                ),
                 done=lambda ts: ts is None or ts.status in SESSION_GONE,
                 failed=lambda ts: False,
                 describe=_describe(id_),
