@@ -18,8 +18,8 @@ may be creating the same thing right now).
 
 What it cannot do: it lives on one machine, so a CI runner that is thrown away loses it; and an entry is only
 read by a create of the same request, so an interrupted object that is no longer declared is not taken over.
-Both are left to the orphan finder (planned: ``python -m pulumi_together_rl orphans``), which can read
-:func:`entries` as well as the API. The folder is ``$TOGETHER_RL_STATE_DIR/journal``, by default
+Both are left to the orphan finder (``python -m pulumi_together_rl orphans``), which labels the objects that
+entries name. The folder is ``$TOGETHER_RL_STATE_DIR/journal``, by default
 ``${XDG_STATE_HOME:-~/.local/state}/pulumi-together-rl/journal``. No secret is written: the body of a create
 holds no key.
 """
@@ -130,7 +130,7 @@ def entries() -> list[Entry]:
 def interrupted(kind: str, base_url: str, body: dict[str, Any]) -> list[Entry]:
     """Entries of the same create left by processes that are no longer running, oldest first."""
     key = fingerprint(kind, base_url, body)
-    return [e for e in entries() if e.key == key and not _alive(e.pid)]
+    return [e for e in entries() if e.key == key and not alive(e.pid)]
 
 
 def take(entry: Entry) -> bool:
@@ -154,7 +154,8 @@ def give_back(entry: Entry) -> None:
     entry.path = original
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether the process that wrote an entry still runs (its entries are a create in flight)."""
     if pid == os.getpid():
         return True
     try:
