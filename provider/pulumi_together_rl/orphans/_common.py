@@ -1,0 +1,130 @@
+"""Shared by the orphan finder's modules: kinds, exit statuses, the one-sentence error, small helpers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from ..client import errors
+from ..client.api import ENV_API_KEY, ENV_BASE_URL
+from ..client.models import (
+    ModelResource,
+    TrainingSession,
+)
+
+MODEL_RESOURCE = "model resource"
+TRAINING_SESSION = "training session"
+TOGETHER_TYPE_PREFIX = "pulumi-python:dynamic/together:"
+
+#: Exit statuses of the command (2 is argparse's own, for usage errors such as no stack state).
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ORPHANS_FOUND = 3
+
+#: How long ``--stop`` waits, by default, for stopping orphan sessions to end before stopping their resource.
+DEFAULT_STOP_TIMEOUT = 600.0
+#: How long one ``pulumi`` CLI command may take.
+PULUMI_TIMEOUT = 300.0
+
+NO_SOURCES = (
+    "finding orphans: no stack state was given, so every active object would look orphaned. Pass --state FILE "
+    "(a `pulumi stack export`), --stack NAME or --all-stacks, or --none to treat every active object as an "
+    "orphan on purpose."
+)
+NONE_WITH_SOURCES = (
+    "finding orphans: --none says no stack holds anything, which contradicts the stack states also given. "
+    "Pass either --none or --state/--stack/--all-stacks."
+)
+
+
+class OrphanError(Exception):
+    """An error shown to the user as one sentence: ``<doing> <kind> (<ident>): <cause>. <todo>``."""
+
+    def __init__(self, doing: str, kind: str, ident: str | None, cause: str, todo: str = "") -> None:
+        self.doing, self.kind, self.ident, self.cause, self.todo = doing, kind, ident, cause, todo
+        where = f" ({ident})" if ident else ""
+        subject = f"{doing} {kind}".strip()
+        tail = f" {todo.rstrip('.')}." if todo else ""
+        super().__init__(f"{subject}{where}: {cause.rstrip('.')}.{tail}")
+
+
+def _short(status: Any) -> str:
+    short = getattr(status, "short", None)
+    return str(short if short is not None else status)
+
+
+def _oldest_first(obj: ModelResource | TrainingSession) -> tuple[datetime, str]:
+    return _aware(obj.created_at), obj.id
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+def format_age(seconds: float) -> str:
+    """``<1 min``, ``12 min``, ``3 h 5 min``, ``2 d 4 h``."""
+    minutes = int(max(0.0, seconds) // 60)
+    if minutes < 1:
+        return "<1 min"
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def explain(exc: BaseException) -> tuple[str, str]:
+    """(cause, what to do) of a client error, for an operator running this command."""
+    if isinstance(exc, errors.Unauthorized):
+        return f"the API rejected the key (HTTP 401: {exc.message or 'no message'})", (
+            f"Check {ENV_API_KEY} / --api-key"
+        )
+    if isinstance(exc, errors.PermissionDenied):
+        return f"the key may not do this (HTTP 403: {exc.message or 'no message'})", (
+            "Use a key that may list and stop the project's model resources and training sessions"
+        )
+    if isinstance(exc, errors.RateLimited):
+        return (
+            f"the API refused it for now (HTTP 429: {exc.message or 'no message'})",
+            "Wait a minute and run again",
+        )
+    if isinstance(exc, (errors.Conflict, errors.BadRequest)):
+        return f"the API refused it (HTTP {exc.status}: {exc.message or 'no message'})", (
+            "Check its status, then run again"
+        )
+    if isinstance(exc, errors.ServerError):
+        return (
+            f"the API failed (HTTP {exc.status}: {exc.message or 'no message'})",
+            "Run again in a few minutes",
+        )
+    if isinstance(exc, errors.ApiError):
+        return f"the API answered HTTP {exc.status}: {exc.message or 'no message'}", "Run again"
+    if isinstance(exc, errors.ApiConnectionError):
+        return f"the API could not be reached ({exc})", (
+            f"Check {ENV_BASE_URL} / --base-url and the network, then run again"
+        )
+    if isinstance(exc, errors.ConfigurationError):
+        message = str(exc).removeprefix("creating the Together RL client: ").split(". ", 1)[0]
+        message = message.replace("the base_url argument (Pulumi config together:baseUrl)", "--base-url")
+        return message, f"Check {ENV_API_KEY} / --api-key and {ENV_BASE_URL} / --base-url"
+    return (
+        f"{type(exc).__name__}: {exc}",
+        "Run again; if it fails the same way, report it as a bug of pulumi-together-rl",
+    )
+
+
+def _http(exc: errors.TogetherError) -> str:
+    status = getattr(exc, "status", None)
+    message = getattr(exc, "message", None) or str(exc)
+    return f"HTTP {status}: {message}" if status else message
