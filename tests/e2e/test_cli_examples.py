@@ -273,7 +273,10 @@ def test_a_secret_api_key_appears_only_as_ciphertext(cli_stack, emulator):
         config_file = Path(stack.project) / f"Pulumi.{stack.name}.yaml"
         assert key not in config_file.read_text() and "secure:" in config_file.read_text()
 
-        seen = [stack.preview(), stack.up(), stack.run("refresh", "--yes"), stack.preview("--diff")]
+        # The up with the engine's most verbose logs on stderr, flowed to the plugins too.
+        verbose = stack.up("-v=9", "--logtostderr", "--logflow")
+        assert len(verbose.stderr) > 10_000  # the logs really are there
+        seen = [stack.preview(), verbose, stack.run("refresh", "--yes"), stack.preview("--diff")]
         seen.append(stack.run("stack", "output", "--json"))
         export = stack.export()
         assert key not in export
