@@ -391,6 +391,29 @@ def test_stack_through_the_real_pulumi_cli(cli_stack, emulator, client, capsys):
     assert {outputs["model_resource_id"], outputs["training_session_id"]} <= active_ids(emulator)
     assert emulator.api_key not in result.stdout + result.stderr
 
+    # --stop stops the stray object and nothing the stack holds.
+    stopped = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pulumi_together_rl",
+            "orphans",
+            "--stack",
+            stack.name,
+            "--cwd",
+            str(ROOT),
+            "--stop",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert stopped.returncode == 0, stopped.stderr
+    assert stray not in active_ids(emulator)
+    assert {outputs["model_resource_id"], outputs["training_session_id"]} <= active_ids(emulator)
+
 
 def _dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
