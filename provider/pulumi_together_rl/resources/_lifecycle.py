@@ -46,6 +46,8 @@ class Kind:
     """``(client, request, existing_ids) -> object | None``: the client's reconciliation lookup."""
     active: Callable[[Any, Any], Any]
     """``(client, request) -> iterable``: the active objects a create of ``request`` could have made."""
+    untouched: Callable[[Any], bool]
+    """Whether an object is still active, not even stopping (a stop has not taken)."""
 
 
 JOURNAL_SKEW = timedelta(seconds=60)
@@ -110,6 +112,55 @@ def create_transaction(
     finally:
         if not keep:
             entry.remove()
+
+
+def stop_transaction(
+    kind: Kind,
+    client: Any,
+    ident: str,
+    props: dict[str, Any],
+    *,
+    stop: Callable[[], Any],
+    timeout: float,
+    describe: Callable[[Any], str],
+    still_held: str,
+    refused: Callable[[errors.ApiError], None] = lambda exc: None,
+) -> None:
+    """One delete, for both kinds: stop (through an outage; a 404 for a young object tried again), judge a
+    refused stop by the object's state (``refused`` first raises where the kind knows better, e.g. attached
+    sessions), then wait until the object holds nothing, sending the stop again if it did not take.
+    ``still_held`` is what to do when that wait fails."""
+    fetch = lambda: get_or_none(lambda i: kind.get(client, i), ident)  # noqa: E731
+    try:
+        persist(lambda: retry_404(stop, props=props), window=timeout, what=f"{kind.name} {ident}: stopping")
+    except errors.NotFound:
+        not_found_on_stop(kind.name, ident, props)
+        return
+    except (errors.Conflict, errors.BadRequest) as exc:
+        refused(exc)
+        # Perhaps it is stopped (or stopping) already: judged by its state, never by the message.
+        live = look_after_refused_stop("deleting", kind.name, ident, fetch, exc)
+        if live is None or kind.gone(live):
+            state = "not found" if live is None else live.status.short
+            log(f"{kind.name} {ident}: the API refused the stop (HTTP {exc.status}) because it is already {state}: done")  # fmt: skip
+            return
+        if kind.untouched(live):
+            raise ProviderError("deleting", kind.name, ident, *explain(exc, "deleting")) from exc
+        log(
+            f"{kind.name} {ident}: the API refused the stop (HTTP {exc.status}): it is {live.status.short} already"
+        )
+    except Exception as exc:
+        raise ProviderError("deleting", kind.name, ident, *explain(exc, "deleting")) from exc
+    try:
+        wait(
+            restopping(fetch, stop, kind.untouched, f"{kind.name} {ident}"),
+            done=lambda obj: obj is None or kind.gone(obj),
+            failed=lambda obj: False,
+            describe=describe,
+            timeout=timeout,
+        )
+    except Exception as exc:
+        raise ProviderError("deleting", kind.name, ident, explain(exc, "deleting")[0], still_held) from exc
 
 
 def _take_over(kind: Kind, client: Any, request: Any, entry: journal.Entry) -> Any:

@@ -66,12 +66,8 @@ from ._lifecycle import (
     create_transaction,
     get_or_none,
     kept_while_young,
-    look_after_refused_stop,
-    not_found_on_stop,
-    persist,
-    restopping,
     retry_404,
-    wait,
+    stop_transaction,
 )
 from ._model_resource_helpers import (
     _ATTACHED_TODO,
@@ -107,6 +103,7 @@ _LIFECYCLE = Kind(
     stop=lambda client, id_: client.stop_model_resource(id_),
     find=lambda client, req, existing: client.find_created_model_resource(req, existing_ids=existing),
     active=lambda client, req: client.iter_model_resources(status=LIVE_RESOURCE_STATUSES, created_by="me"),
+    untouched=lambda mr: mr.status in LIVE_RESOURCE_STATUSES,
 )
 """How a create of a model resource runs (the transaction is shared with sessions: ``_lifecycle``)."""
 
@@ -320,22 +317,11 @@ class _ModelResourceProvider(BaseProvider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         force = bool(props.get("force_stop", config.FORCE_STOP))
-        timeout = props.get("delete_timeout") or config.MODEL_RESOURCE_DELETE_TIMEOUT
         client = api_client("deleting", KIND, id_)
-        fetch = lambda: get_or_none(client.get_model_resource, id_)  # noqa: E731
-        running: list[str] | None = []
-        try:
-            if force:  # which sessions the forced stop takes down, for the log
-                running = _sessions_on(client, id_, _RUNNING_SESSIONS, quiet=True)
-            persist(
-                lambda: retry_404(lambda: client.stop_model_resource(id_, force=force), props=props),
-                window=timeout,
-                what=f"{KIND} {id_}: stopping",
-            )
-        except errors.NotFound:
-            not_found_on_stop(KIND, id_, props)
-            return
-        except (errors.Conflict, errors.BadRequest) as exc:
+        # Which sessions a forced stop takes down, for the log (None: listing them failed).
+        running = _sessions_on(client, id_, _RUNNING_SESSIONS, quiet=True) if force else []
+
+        def refused(exc: errors.ApiError) -> None:
             # Which refusal it is, we learn from the sessions list and the object's state, never the message.
             attached = [] if force else _sessions_on(client, id_, SESSION_HOLDS_SLOT, quiet=True) or []
             if attached:
@@ -344,40 +330,20 @@ class _ModelResourceProvider(BaseProvider):
                                     f"that this stack does not manage are attached: {', '.join(attached)} (made "
                                     "outside Pulumi, by another stack, or left by an interrupted run)",
                                     _ATTACHED_TODO) from exc  # fmt: skip
-            live = look_after_refused_stop("deleting", KIND, id_, fetch, exc)
-            if live is not None and live.status not in RESOURCE_GONE:
-                raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
-            state = "not found" if live is None else live.status.short
-            log(
-                f"{KIND} {id_}: the API refused the stop (HTTP {exc.status}) because it is already {state}: done"
-            )
-            return
-        except Exception as exc:
-            raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
+
+        stop_transaction(
+            _LIFECYCLE,
+            client,
+            id_,
+            props,
+            stop=lambda: client.stop_model_resource(id_, force=force),
+            timeout=props.get("delete_timeout") or config.MODEL_RESOURCE_DELETE_TIMEOUT,
+            describe=_describe(id_),
+            still_held="It may still be billing: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
+            refused=refused,
+        )
         if running is None:
             log(f"{KIND} {id_}: stopped with force_stop=True; listing its training sessions failed, so the "
                 "sessions this also stopped (if any) cannot be named")  # fmt: skip
         elif running:
             log(f"{KIND} {id_}: force_stop=True also stopped training sessions {', '.join(running)}")
-        try:
-            wait(
-                restopping(
-                    fetch,
-                    lambda: client.stop_model_resource(id_, force=force),
-                    lambda mr: mr.status in LIVE_RESOURCE_STATUSES,
-                    f"{KIND} {id_}",
-                ),
-                done=lambda mr: mr is None or mr.status in RESOURCE_GONE,
-                failed=lambda mr: False,
-                describe=_describe(id_),
-                timeout=timeout,
-            )
-        except Exception as exc:
-            cause, _ = explain(exc, "deleting")
-            raise ProviderError(
-                "deleting",
-                KIND,
-                id_,
-                cause,
-                "It may still be billing: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
-            ) from exc

@@ -45,8 +45,7 @@ import pulumi.dynamic
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, UpdateResult
 
 from .. import config
-from ..client import errors
-from ..client.models import SESSION_GONE, TrainingSessionStatus, TrainingSessionUpdateRequest
+from ..client.models import SESSION_GONE, TrainingSessionUpdateRequest
 from ..client.reconcile import LIVE_SESSION_STATUSES
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
@@ -56,12 +55,8 @@ from ._lifecycle import (
     create_transaction,
     get_or_none,
     kept_while_young,
-    look_after_refused_stop,
-    not_found_on_stop,
-    persist,
-    restopping,
     retry_404,
-    wait,
+    stop_transaction,
 )
 from ._training_session_helpers import (
     _DISPLAY_NAME_MAX,
@@ -98,6 +93,7 @@ _LIFECYCLE = Kind(
     active=lambda client, req: client.iter_training_sessions(
         status=LIVE_SESSION_STATUSES, model_resources_id=req.model_resources_id, created_by="me"
     ),
+    untouched=lambda ts: ts.status in LIVE_SESSION_STATUSES,
 )
 """How a create of a training session runs (the transaction is shared with model resources: ``_lifecycle``)."""
 
@@ -323,51 +319,13 @@ class _TrainingSessionProvider(BaseProvider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         client = api_client("deleting", KIND, id_)
-        fetch = lambda: get_or_none(client.get_training_session, id_)  # noqa: E731
-        timeout = props.get("delete_timeout") or config.TRAINING_SESSION_DELETE_TIMEOUT
-        try:
-            persist(
-                lambda: retry_404(lambda: client.stop_training_session(id_), props=props),
-                window=timeout,
-                what=f"{KIND} {id_}: stopping",
-            )
-        except errors.NotFound:
-            not_found_on_stop(KIND, id_, props)
-            return
-        except (errors.Conflict, errors.BadRequest) as exc:
-            # Perhaps it is stopped already: judged by its state, never by the message.
-            live = look_after_refused_stop("deleting", KIND, id_, fetch, exc)
-            if live is not None and live.status not in SESSION_GONE:
-                if live.status != TrainingSessionStatus.STOPPING:
-                    raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
-                log(f"{KIND} {id_}: the API refused the stop (HTTP {exc.status}): it is STOPPING already")
-            else:
-                state = "not found" if live is None else live.status.short
-                log(
-                    f"{KIND} {id_}: the API refused the stop (HTTP {exc.status}) because it is already {state}: done"
-                )
-                return
-        except Exception as exc:
-            raise ProviderError("deleting", KIND, id_, *explain(exc, "deleting")) from exc
-        try:
-            wait(
-                restopping(
-                    fetch,
-                    lambda: client.stop_training_session(id_),
-                    lambda ts: ts.status in LIVE_SESSION_STATUSES,
-                    f"{KIND} {id_}",
-                ),
-                done=lambda ts: ts is None or ts.status in SESSION_GONE,
-                failed=lambda ts: False,
-                describe=_describe(id_),
-                timeout=timeout,
-            )
-        except Exception as exc:
-            cause, _ = explain(exc, "deleting")
-            raise ProviderError(
-                "deleting",
-                KIND,
-                id_,
-                cause,
-                "Its slot is still held: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
-            ) from exc
+        stop_transaction(
+            _LIFECYCLE,
+            client,
+            id_,
+            props,
+            stop=lambda: client.stop_training_session(id_),
+            timeout=props.get("delete_timeout") or config.TRAINING_SESSION_DELETE_TIMEOUT,
+            describe=_describe(id_),
+            still_held="Its slot is still held: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
+        )
