@@ -61,14 +61,7 @@ from ..client.reconcile import LIVE_RESOURCE_STATUSES
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import (
-    Kind,
-    create_transaction,
-    get_or_none,
-    kept_while_young,
-    retry_404,
-    stop_transaction,
-)
+from ._lifecycle import get_or_none, kept_while_young, retry_404
 from ._model_resource_helpers import (
     _ATTACHED_TODO,
     _HINTS,
@@ -90,6 +83,7 @@ from ._model_resource_helpers import (
     _to_request,
     _wait_ready,
 )
+from ._transactions import Kind, create_transaction, stop_transaction
 
 _LIFECYCLE = Kind(
     name=KIND,

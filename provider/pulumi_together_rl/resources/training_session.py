@@ -50,14 +50,7 @@ from ..client.reconcile import LIVE_SESSION_STATUSES
 from ._base import BaseProvider, api_client, needs_remote_check
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import (
-    Kind,
-    create_transaction,
-    get_or_none,
-    kept_while_young,
-    retry_404,
-    stop_transaction,
-)
+from ._lifecycle import get_or_none, kept_while_young, retry_404
 from ._training_session_helpers import (
     _DISPLAY_NAME_MAX,
     _HINTS,
@@ -79,6 +72,7 @@ from ._training_session_helpers import (
     _wait_running,
     _with_live_mutables,
 )
+from ._transactions import Kind, create_transaction, stop_transaction
 
 _LIFECYCLE = Kind(
     name=KIND,
