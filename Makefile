@@ -6,13 +6,14 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: help uv sync cli demo test bench lint format importtime clean
+.PHONY: help uv sync cli demo test bench chaos lint format importtime clean
 
 help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
 	@echo "make test        # the whole test suite, the real-CLI tests included where the CLI can be provided (what CI runs)"
 	@echo "make cli         # provide the pinned Pulumi CLI (scripts/pulumi-cli.sh) and print its folder"
 	@echo "make bench       # provider throughput: 1 model resource + 8 sessions vs 1 + 1, against the emulator"
+	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI), audited"
 	@echo "make lint        # ruff"
 	@echo "make importtime  # import cost of pulumi_together_rl next to the official together SDK"
 
@@ -45,6 +46,11 @@ format: sync
 
 bench: sync
 	$(UV) run --frozen python scripts/bench_provider.py
+
+# The CLI cycles run with the CLI that scripts/pulumi-cli.sh provides; without one they are skipped.
+chaos: sync
+	@bin="$$(bash scripts/pulumi-cli.sh)" || { bin=""; echo "make chaos: no Pulumi CLI; the CLI cycles will not run" >&2; }; \
+	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen python scripts/chaos.py --cycles 50 --cli-cycles 2 $(CHAOS_ARGS)
 
 importtime: sync
 	$(UV) run --frozen python scripts/importtime.py

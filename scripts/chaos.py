@@ -18,6 +18,9 @@ What a cycle injects (a random mix, drawn from the cycle's own RNG; probabilitie
   not act (502/504/drop); a time-windowed outage of every endpoint (``duration`` 0.5-2 s, ``armed_by`` a
   create being accepted; 503 or 500, so the creates it catches are answered failures);
 * ERROR during provisioning (``fail-next`` for the next model resource or session);
+* a create timeout: the resource (or the sessions) declare ``create_timeout: 1`` and provision for 2.5 s in
+  the first try only (a long capacity queue), so that create fails and must stop what it made; the next try
+  provisions at the cycle's own pace;
 * settings: ``read_lag`` (GET/stop of a young object answers 404), ``list_lag`` (lists leave young objects
   out), ``stops_ignored`` (a stop answers 200 and does nothing; the provider re-stops after 15 s);
 * an out-of-band stop of one object (a session, or the resource with ``force``) between the first ``up``
@@ -44,10 +47,10 @@ Audits (against the emulator's control API, which is never faulted, and the engi
   ``updated_at`` minus the longest stopping time that can precede it, a lower bound). A second object for a
   name is therefore fine only once the first ended: by an injected ERROR, an out-of-band stop, or a failed
   create that was stopped (delete-before-replace also stops first). Each object made while another of its
-  name was active counts once. Overlaps shorter than the stopping time (< 0.3 s) can be missed, never
-  invented. Together with the orphan audit this is the rule "after the final converged ``up`` every active
-  object is in the state, the state holds exactly the declared resources, and no name ever had two
-  objects active at once".
+  name was active counts once (``stops_ignored`` can keep a "stopped" one active: that is what it probes).
+  Overlaps shorter than the stopping time (< 0.3 s) can be missed, never invented. Together with the orphan
+  audit this is the rule "after the final converged ``up`` every active object is in the state, the state
+  holds exactly the declared resources, and no name ever had two objects active at once".
 * **lost state**: after each ``up`` phase, a state entry whose id the emulator does not know, whose object is
   not active (the ``up``'s refresh should have dropped it), or whose id another entry also holds; and, after
   a converged ``up``, a declared resource missing from the state. Counted once per entry.
@@ -57,12 +60,14 @@ Audits (against the emulator's control API, which is never faulted, and the engi
   ``pulumi stack export`` and the CLI's output). Counted once per place per cycle.
 
 ``faults injected`` is the sum of ``fired`` over every rule, plus what the script counts itself: each
-fail-next that landed an object in ERROR, each 404 that read_lag caused (a 404 without a fault for an object
-the emulator knows), 1 per cycle in which list_lag was set and a list was made, each ignored stop, each
-out-of-band stop, each kill. ``failed operations`` counts the ups and destroys that raised (each try).
+fail-next that landed an object in ERROR, each create that timed out, each 404 that read_lag caused (a 404
+without a fault for an object the emulator knows), 1 per cycle in which list_lag was set and a list was made,
+each ignored stop, each out-of-band stop, each kill. ``failed operations`` counts the ups and destroys that
+raised (each try).
 
 With ``--cli-cycles K``, K more cycles run through the real Pulumi CLI (``tests/support/cli.py``,
-``examples/sweep`` with config ``sessions``, ``loraRanks``, ``namePrefix``): the same faults and audits, no kill.
+``examples/sweep`` with config ``sessions``, ``loraRanks``, ``namePrefix``): the same faults and audits, except
+the kill and the create timeout (the example declares no ``create_timeout``).
 
 Run it (deterministic given the seed, apart from thread timing):
 
@@ -91,7 +96,7 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -127,7 +132,13 @@ SUPPORTED = r"^/v1/rl/supported-models$"
 
 RESOURCE_ACTIVE = ("PENDING", "CREATING", "READY")
 SESSION_ACTIVE = ("CREATING", "RUNNING")
-TIMING_KEYS = ("resource_pending", "resource_creating", "resource_stopping", "session_creating", "session_stopping")
+TIMING_KEYS = (
+    "resource_pending",
+    "resource_creating",
+    "resource_stopping",
+    "session_creating",
+    "session_stopping",
+)
 EMULATOR_KIND = {"resource": "model_resource", "session": "training_session"}
 JOURNAL_KIND = {"resource": "model resource", "session": "training session"}
 RESOURCE_CODES = (
@@ -140,10 +151,12 @@ SESSION_CODES = (
     "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
     "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED",
 )
-WORDS = ("otter", "heron", "lynx", "ibis", "marten", "wren", "bison", "gecko", "koi", "tern", "puffin", "vole")
+WORDS = "otter heron lynx ibis marten wren bison gecko koi tern puffin vole".split()
 TRIES = 3  # tries of an up phase and of destroy (the first one included)
 KILL_LATENCY = 1.0  # the in-flight POST an interrupt lands in
 KILL_WAIT_TIMING = 0.8  # provisioning time of the object whose wait an interrupt lands in
+SLOW_TIMEOUT = 1.0  # the declared create_timeout of the kind a create-timeout fault slows down
+SLOW_TIMING = 2.5  # its provisioning time in the first try (then back to the cycle's own)
 
 
 def short(status: str) -> str:
@@ -183,6 +196,8 @@ class Plan:
     oob_index: int
     kill: tuple[str, str] | None  # ("resource" | "session", "wait" | "post")
     kill_delay: float
+    slow: str | None = None  # "resource" | "session": provisions past its create_timeout in the first try
+    slow_restore: float = 0.0  # that kind's provisioning time from the second try on
 
     @property
     def message(self) -> str:
@@ -196,7 +211,13 @@ class Plan:
             out.append(f"oob-stop-{self.oob_stop}")
         if self.kill:
             out.append(f"kill-{self.kill[0]}-{self.kill[1]}")
+        if self.slow:
+            out.append(f"create-timeout-{self.slow}")
         return out
+
+    @property
+    def slow_key(self) -> str:
+        return "resource_pending" if self.slow == "resource" else "session_creating"
 
 
 def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
@@ -226,52 +247,117 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
         elif after is not None:
             extra["retry_after"] = after
         label = "429" + ("" if after is None else "+retry-after")
-        rule(label, method=method, path=path, status=429, times=rng.randint(2, 6),
-             probability=round(rng.uniform(0.1, 0.35), 2), **extra)  # fmt: skip
+        rule(
+            label,
+            method=method,
+            path=path,
+            status=429,
+            times=rng.randint(2, 6),
+            probability=round(rng.uniform(0.1, 0.35), 2),
+            **extra,
+        )
     if rng.random() < 0.45:  # server errors on reads, lists and stops
         status = rng.choice((500, 502, 503, 504))
-        method, path = rng.choice([("GET", ANY_PATH), ("GET", OBJECTS), ("GET", CREATES), ("POST", STOPS),
-                                   ("GET", SUPPORTED)])  # fmt: skip
-        rule(str(status), method=method, path=path, status=status, times=rng.randint(1, 4),
-             probability=round(rng.uniform(0.1, 0.3), 2))  # fmt: skip
+        method, path = rng.choice(
+            [("GET", ANY_PATH), ("GET", OBJECTS), ("GET", CREATES), ("POST", STOPS), ("GET", SUPPORTED)]
+        )
+        rule(
+            str(status),
+            method=method,
+            path=path,
+            status=status,
+            times=rng.randint(1, 4),
+            probability=round(rng.uniform(0.1, 0.3), 2),
+        )
     if rng.random() < 0.3:  # the server hangs up before acting
         method, path = rng.choice([("GET", ANY_PATH), ("GET", OBJECTS), ("POST", STOPS)])
-        rule("drop", method=method, path=path, status=None, drop_connection=True, times=rng.randint(1, 3),
-             probability=round(rng.uniform(0.1, 0.25), 2))  # fmt: skip
+        rule(
+            "drop",
+            method=method,
+            path=path,
+            status=None,
+            drop_connection=True,
+            times=rng.randint(1, 3),
+            probability=round(rng.uniform(0.1, 0.25), 2),
+        )
     if rng.random() < 0.4:  # slowness, creates included
-        rule("latency", path=ANY_PATH, status=None, latency=round(rng.uniform(0.05, 0.4), 2),
-             times=rng.randint(3, 10), probability=0.3)  # fmt: skip
+        rule(
+            "latency",
+            path=ANY_PATH,
+            status=None,
+            latency=round(rng.uniform(0.05, 0.4), 2),
+            times=rng.randint(3, 10),
+            probability=0.3,
+        )
     if rng.random() < 0.35:  # the create acts, its answer is lost or an error: the duplicate-create hazard
         path = rng.choice([f"^{RESOURCES}$", f"^{SESSIONS}$", CREATES])
         if rng.random() < 0.3:
-            rule("act-then-drop-create", method="POST", path=path, status=None, drop_connection=True,
-                 act_then_fail=True, times=rng.randint(1, 2))  # fmt: skip
+            rule(
+                "act-then-drop-create",
+                method="POST",
+                path=path,
+                status=None,
+                drop_connection=True,
+                act_then_fail=True,
+                times=rng.randint(1, 2),
+            )
         else:
             status = rng.choice((500, 502, 503, 504))
-            rule(f"act-then-{status}-create", method="POST", path=path, status=status, act_then_fail=True,
-                 times=rng.randint(1, 2))  # fmt: skip
+            rule(
+                f"act-then-{status}-create",
+                method="POST",
+                path=path,
+                status=status,
+                act_then_fail=True,
+                times=rng.randint(1, 2),
+            )
     if rng.random() < 0.3:  # the stop acts, its answer is lost
         if rng.random() < 0.3:
-            rule("act-then-drop-stop", method="POST", path=STOPS, status=None, drop_connection=True,
-                 act_then_fail=True, times=rng.randint(1, 2))  # fmt: skip
+            rule(
+                "act-then-drop-stop",
+                method="POST",
+                path=STOPS,
+                status=None,
+                drop_connection=True,
+                act_then_fail=True,
+                times=rng.randint(1, 2),
+            )
         else:
             status = rng.choice((500, 503, 504))
-            rule(f"act-then-{status}-stop", method="POST", path=STOPS, status=status, act_then_fail=True,
-                 times=rng.randint(1, 2))  # fmt: skip
+            rule(
+                f"act-then-{status}-stop",
+                method="POST",
+                path=STOPS,
+                status=status,
+                act_then_fail=True,
+                times=rng.randint(1, 2),
+            )
     if rng.random() < 0.15:  # a create refused without acting, answered by the server itself
         status = rng.choice((500, 503))
         rule(f"refused-{status}-create", method="POST", path=CREATES, status=status, times=1)
     if rng.random() < 0.04:  # a create that got no answer and did not act (costs the 60 s settle window)
         how = rng.choice((502, 504, "drop"))
         if how == "drop":
-            rule("unanswered-drop-create", method="POST", path=CREATES, status=None, drop_connection=True,
-                 times=1)  # fmt: skip
+            rule(
+                "unanswered-drop-create",
+                method="POST",
+                path=CREATES,
+                status=None,
+                drop_connection=True,
+                times=1,
+            )
         else:
             rule(f"unanswered-{how}-create", method="POST", path=CREATES, status=how, times=1)
     if rng.random() < 0.25:  # every endpoint down for a moment from when a create is accepted
         armed = rng.choice((RESOURCES, SESSIONS))
-        rule("outage", path=ANY_PATH, status=rng.choice((503, 500)), times=None,
-             duration=round(rng.uniform(0.5, 2.0), 2), armed_by=f"^POST {armed}$")  # fmt: skip
+        rule(
+            "outage",
+            path=ANY_PATH,
+            status=rng.choice((503, 500)),
+            times=None,
+            duration=round(rng.uniform(0.5, 2.0), 2),
+            armed_by=f"^POST {armed}$",
+        )
     fail_next: list[tuple[str, str]] = []
     if rng.random() < 0.25:
         if rng.random() < 0.5:
@@ -296,12 +382,38 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
     if kill and kill[1] == "post":
         # First in order, so that it is the rule that fires for the first create of that kind.
         path = RESOURCES if kill[0] == "resource" else SESSIONS
-        rules.insert(0, ("kill-latency", {"method": "POST", "path": f"^{path}$", "status": None,
-                                          "latency": KILL_LATENCY, "times": 1}))  # fmt: skip
+        rules.insert(
+            0,
+            (
+                "kill-latency",
+                {"method": "POST", "path": f"^{path}$", "status": None, "latency": KILL_LATENCY, "times": 1},
+            ),
+        )
     elif kill:
         timings["resource_pending" if kill[0] == "resource" else "session_creating"] = KILL_WAIT_TIMING
-    return Plan(seed, cycle, cli, sessions, prefix, timings, rules, settings, fail_next, oob_stop, oob_index,
-                kill, kill_delay)  # fmt: skip
+    slow = None
+    if not cli and not kill and rng.random() < 0.15:
+        slow = rng.choice(("resource", "session"))
+    plan = Plan(
+        seed,
+        cycle,
+        cli,
+        sessions,
+        prefix,
+        timings,
+        rules,
+        settings,
+        fail_next,
+        oob_stop,
+        oob_index,
+        kill,
+        kill_delay,
+    )
+    if slow:
+        plan.slow = slow
+        plan.slow_restore = timings[plan.slow_key]
+        timings[plan.slow_key] = SLOW_TIMING
+    return plan
 
 
 # ------------------------------------------------------------------------------------------------- results
@@ -313,6 +425,7 @@ class Report:
 
     plan: Plan
     faults: int = 0
+    fired: int = 0  # what the rules cleared before the last destroy had fired
     failed_ops: int = 0
     orphans: set[str] = dataclasses.field(default_factory=set)
     duplicates: set[str] = dataclasses.field(default_factory=set)
@@ -390,9 +503,12 @@ class Campaign:
             self.control.fail_next(kind, code, message=plan.message)
         return [self.control.add_fault(**fields) for _, fields in plan.rules]
 
-    def disarm(self) -> dict[str, Any]:
-        """Clear every rule and lag setting; returns the settings as they were (ignored stops left)."""
+    def disarm(self, report: Report | None = None) -> dict[str, Any]:
+        """Clear every rule and lag setting (adding what the rules fired to ``report``); returns the settings
+        as they were (``stops_ignored``: the ignored stops not spent)."""
         before = self.control.settings()
+        if report is not None:
+            report.fired += sum(rule["fired"] for rule in self.control.faults())
         self.control.clear_faults()
         self.control.configure(read_lag=0.0, list_lag=0.0, stops_ignored=0)
         return before
@@ -445,6 +561,7 @@ class Campaign:
                     "base_model": MODEL,
                     "lora_enabled": True,
                     "compute_config": {"num_generator_replicas": 1},
+                    **({"create_timeout": SLOW_TIMEOUT} if plan.slow == "resource" else {}),
                 },
             )
 
@@ -455,6 +572,7 @@ class Campaign:
                     "model_resources_id": gpu.id,
                     "lora_config": {"rank": rank, "alpha": 2 * rank},
                     "display_name": display,
+                    **({"create_timeout": SLOW_TIMEOUT} if plan.slow == "session" else {}),
                 }
                 return deployment.register(
                     TS, name, inputs, property_dependencies={"model_resources_id": [gpu.urn]}
@@ -470,9 +588,15 @@ class Campaign:
             if failures:
                 raise failures[0]
 
-    def up_phase(self, plan: Plan, engine: StandInEngine, report: Report, killer: Killer | None) -> bool:
-        for _ in range(TRIES):
+    def up_phase(
+        self, plan: Plan, engine: StandInEngine, report: Report, killer: Killer | None, *, first: bool
+    ) -> bool:
+        for attempt in range(1, TRIES + 1):
             ok = self.command(report, engine, "up", lambda: self.up(plan, engine, report))
+            if first and attempt == 1 and plan.slow:
+                # The capacity queue was long for the first try only: a user raising nothing, re-running.
+                report.faults += sum("timed out after" in line for line in report.error_lines)
+                self.control.configure(timings={plan.slow_key: plan.slow_restore})
             if killer is not None and killer.fired.is_set() and not report.killed:
                 report.killed = True
                 killer.stop.set()
@@ -494,7 +618,7 @@ class Campaign:
     def destroy_phase(self, engine: StandInEngine, report: Report) -> bool:
         for attempt in range(1, TRIES + 1):
             if attempt == TRIES:
-                report.stops_left = self.disarm()["stops_ignored"]
+                report.stops_left = self.disarm(report)["stops_ignored"]
             if self.command(report, engine, "destroy", engine.destroy):
                 return True
         return False
@@ -512,7 +636,7 @@ class Campaign:
             killer = Killer(self, plan, kill_rule)
             killer.start()
         try:
-            converged = self.up_phase(plan, engine, report, killer)
+            converged = self.up_phase(plan, engine, report, killer, first=True)
         finally:
             if killer is not None:
                 killer.stop.set()
@@ -521,24 +645,13 @@ class Campaign:
         ups = "converged" if converged else "UNCONVERGED"
         if converged and plan.oob_stop:
             report.oob_done = self.oob_stop(plan, engine, report)
-            converged = self.up_phase(plan, engine, report, None)
+            converged = self.up_phase(plan, engine, report, None, first=False)
             self.audit_up(plan, engine, report, converged)
             ups += ", re-up " + ("converged" if converged else "UNCONVERGED")
         destroyed = self.destroy_phase(engine, report)
-        state = self.control.state()
-        for obj in state["model_resources"]:
-            if active_resource(obj):
-                report.find(report.billed, obj["id"], f"model resource {obj['id']} is {short(obj['status'])} "
-                            "after the final destroy")  # fmt: skip
-        for obj in state["training_sessions"]:
-            if active_session(obj):
-                report.find(report.billed, obj["id"], f"training session {obj['id']} "
-                            f"({obj.get('display_name')}) is {short(obj['status'])} after the final destroy")  # fmt: skip
-        self.audit_duplicates(plan, state, report)
-        requests = self.control.requests()
-        report.faults += self.count_faults(plan, state, requests, report)
-        self.audit_leaks(report, {"engine state": json.dumps([engine.state, engine._pending_deletes], default=str),
-                                  "request log": json.dumps(requests)})  # fmt: skip
+        self.finish(
+            plan, report, {"engine state": json.dumps([engine.state, engine._pending_deletes], default=str)}
+        )
         self.disarm()
         if plan.kill:
             ups += ", provider killed" if report.killed else ", the planned kill never came"
@@ -562,36 +675,77 @@ class Campaign:
 
     # ---------------------------------------------------------------------------------------- audits
 
-    def audit_up(self, plan: Plan, engine: StandInEngine, report: Report, converged: bool) -> None:
-        self.audit_stand_in(
-            plan,
-            report,
-            {urn.rsplit("::", 1)[1]: entry["id"] for urn, entry in engine.state.items()},
-            converged,
-        )
+    def finish(self, plan: Plan, report: Report, places: dict[str, str]) -> None:
+        """The audits after the last destroy: billed objects, duplicates, leaks; and the faults that fired."""
+        state = self.control.state()
+        for obj in state["model_resources"]:
+            if active_resource(obj):
+                report.find(
+                    report.billed,
+                    obj["id"],
+                    f"billed after destroy: model resource {obj['id']} is {short(obj['status'])}",
+                )
+        for obj in state["training_sessions"]:
+            if active_session(obj):
+                report.find(
+                    report.billed,
+                    obj["id"],
+                    f"billed after destroy: training session {obj['id']} ({obj.get('display_name')}) is "
+                    f"{short(obj['status'])}",
+                )
+        self.audit_duplicates(plan, state, report)
+        requests = self.control.requests()
+        report.faults += self.count_faults(plan, state, requests, report)
+        self.audit_leaks(report, {**places, "request log": json.dumps(requests)})
 
-    def audit_stand_in(self, plan: Plan, report: Report, held: dict[str, str], converged: bool) -> None:
-        """Orphans and lost state after an up phase; ``held`` is {declared name: id} of the engine state."""
+    def audit_up(self, plan: Plan, engine: StandInEngine, report: Report, converged: bool) -> None:
+        held = {urn.rsplit("::", 1)[1]: entry["id"] for urn, entry in engine.state.items()}
+        pending = {entry["id"] for _urn, entry, _meta in engine._pending_deletes}
+        self.audit_state(plan, report, held, converged, pending)
+
+    def audit_state(
+        self,
+        plan: Plan,
+        report: Report,
+        held: dict[str, str],
+        converged: bool,
+        pending: Iterable[str] = (),
+    ) -> None:
+        """Orphans and lost state after an up phase: ``held`` is {name: id} of the state's resources,
+        ``pending`` the ids of replaced ones still waiting for their delete (the state holds them too)."""
         state = self.control.state()
         known = {o["id"]: o for o in (*state["model_resources"], *state["training_sessions"])}
-        ids = set(held.values())
+        ids = set(held.values()) | set(pending)
         for obj in state["model_resources"]:
             if active_resource(obj) and obj["id"] not in ids:
-                report.find(report.orphans, obj["id"], f"orphan: model resource {obj['id']} is "
-                            f"{short(obj['status'])} and no state holds it")  # fmt: skip
+                report.find(
+                    report.orphans,
+                    obj["id"],
+                    f"orphan: model resource {obj['id']} is {short(obj['status'])} and no state holds it",
+                )
         for obj in state["training_sessions"]:
             if active_session(obj) and obj["id"] not in ids:
-                report.find(report.orphans, obj["id"], f"orphan: training session {obj['id']} "
-                            f"({obj.get('display_name')}) is {short(obj['status'])} and no state holds it")  # fmt: skip
+                report.find(
+                    report.orphans,
+                    obj["id"],
+                    f"orphan: training session {obj['id']} "
+                    f"({obj.get('display_name')}) is {short(obj['status'])} and no state holds it",
+                )
         seen: dict[str, str] = {}
         for name, ident in held.items():
             obj = known.get(ident)
             key = f"{name}={ident}"
             if obj is None:
-                report.find(report.lost, key, f"lost state: {name} holds {ident}, which the API does not know")
+                report.find(
+                    report.lost, key, f"lost state: {name} holds {ident}, which the API does not know"
+                )
             elif not (active_resource(obj) if "lora_enabled" in obj else active_session(obj)):
-                report.find(report.lost, key, f"lost state: {name} holds {ident}, which is "
-                            f"{short(obj['status'])} (the up's refresh should have dropped it)")  # fmt: skip
+                report.find(
+                    report.lost,
+                    key,
+                    f"lost state: {name} holds {ident}, which is "
+                    f"{short(obj['status'])} (the up's refresh should have dropped it)",
+                )
             if ident in seen:
                 report.find(report.lost, key, f"lost state: {name} and {seen[ident]} both hold {ident}")
             seen[ident] = name
@@ -599,8 +753,11 @@ class Campaign:
             gpu = "sweep-gpu" if plan.cli else "gpu"
             for name in (gpu, *(s[0] for s in plan.sessions)):
                 if name not in held:
-                    report.find(report.lost, name, f"lost state: {name} is declared, the up succeeded, and "
-                                "the state does not hold it")  # fmt: skip
+                    report.find(
+                        report.lost,
+                        name,
+                        f"lost state: {name} is declared, the up succeeded, and the state does not hold it",
+                    )
 
     def audit_duplicates(self, plan: Plan, state: dict[str, Any], report: Report) -> None:
         t = plan.timings
@@ -608,7 +765,10 @@ class Campaign:
         names = {display: name for name, display, _ in plan.sessions}
         resource_slack = timedelta(seconds=max(t["resource_stopping"], t["session_stopping"]))
         session_slack = timedelta(seconds=t["session_stopping"])
-        for kind, objects in (("resource", state["model_resources"]), ("session", state["training_sessions"])):
+        for kind, objects in (
+            ("resource", state["model_resources"]),
+            ("session", state["training_sessions"]),
+        ):
             for obj in objects:
                 status = short(obj["status"])
                 start, changed = parse_time(obj["created_at"]), parse_time(obj["updated_at"])
@@ -619,12 +779,16 @@ class Campaign:
                 else:  # STOPPING, ERROR, EXPIRED: entered at updated_at
                     end = changed
                 if kind == "resource":
-                    name = "gpu"
+                    name = "sweep-gpu" if plan.cli else "gpu"
                 else:
                     name = names.get(obj.get("display_name") or "")
                     if name is None:
-                        report.find(report.duplicates, obj["id"], f"duplicate: training session {obj['id']} "
-                                    f"({obj.get('display_name')}) matches no declared session")  # fmt: skip
+                        report.find(
+                            report.duplicates,
+                            obj["id"],
+                            f"duplicate: training session {obj['id']} "
+                            f"({obj.get('display_name')}) matches no declared session",
+                        )
                         continue
                 by_name.setdefault(name, []).append((start, end, obj["id"]))
         for name, objects in by_name.items():
@@ -632,11 +796,17 @@ class Campaign:
             for i, (start, _end, ident) in enumerate(objects):
                 overlapping = [o[2] for o in objects[:i] if o[1] is None or o[1] > start]
                 if overlapping:
-                    report.find(report.duplicates, ident, f"duplicate: {ident} was made for {name} while "
-                                f"{', '.join(overlapping)} (made for it too) was still active")  # fmt: skip
+                    report.find(
+                        report.duplicates,
+                        ident,
+                        f"duplicate: {ident} was made for {name} while "
+                        f"{', '.join(overlapping)} (made for it too) was still active",
+                    )
 
-    def count_faults(self, plan: Plan, state: dict[str, Any], requests: list[dict[str, Any]], report: Report) -> int:
-        fired = sum(rule["fired"] for rule in self.control.faults())
+    def count_faults(
+        self, plan: Plan, state: dict[str, Any], requests: list[dict[str, Any]], report: Report
+    ) -> int:
+        fired = report.fired + sum(rule["fired"] for rule in self.control.faults())
         known = {o["id"] for o in (*state["model_resources"], *state["training_sessions"])}
         errored = sum(
             1
@@ -649,8 +819,10 @@ class Campaign:
                 parts = r["path"].rstrip("/").split("/")
                 if r["status"] == 404 and not r["fault"] and any(p in known for p in parts):
                     lagged += 1
-        listed = int(bool(plan.settings.get("list_lag")) and any(
-            r["method"] == "GET" and re.match(CREATES, r["path"]) for r in requests))  # fmt: skip
+        listed = int(
+            bool(plan.settings.get("list_lag"))
+            and any(r["method"] == "GET" and re.match(CREATES, r["path"]) for r in requests)
+        )
         if report.stops_left is None:
             report.stops_left = self.control.settings()["stops_ignored"]
         ignored = int(plan.settings.get("stops_ignored", 0)) - int(report.stops_left)
@@ -682,27 +854,43 @@ class Campaign:
         started = time.monotonic()
         self.control.reset()
         emulator = types.SimpleNamespace(base_url=self.server.base_url, api_key=API_KEY, control=self.control)
-        stack = CLIStack(SWEEP, self.tmp / f"cli-{plan.cycle}", emulator, name=f"chaos-{plan.cycle}-{plan.prefix}",
-                         TOGETHER_RL_STATE_DIR=str(self.state_dir), TOGETHER_RL_POLL_INTERVAL="0.05")  # fmt: skip
+        stack = CLIStack(
+            SWEEP,
+            self.tmp / f"cli-{plan.cycle}",
+            emulator,
+            name=f"chaos-{plan.cycle}-{plan.prefix}",
+            TOGETHER_RL_STATE_DIR=str(self.state_dir),
+            TOGETHER_RL_POLL_INTERVAL="0.05",
+        )
 
         def run(*args: str) -> bool:
             result = stack.run(*args, check=False, timeout=600)
             report.outputs.append(result.output)
             if result.returncode != 0:
                 report.failed_ops += 1
-                report.errors.append(result.output[-2000:])
+                report.errors.append(result.output)
+                said = [line.strip() for line in result.output.splitlines() if "error:" in line]
+                report.error_lines.append(
+                    f"pulumi {args[0]}: {(said or ['exit status ' + str(result.returncode)])[-1]}"
+                )
             return result.returncode == 0
 
         def held() -> dict[str, str]:
             return {name: entry["id"] for name, entry in stack.resources().items() if entry.get("id")}
 
         try:
-            stack.init({"sessions": len(plan.sessions), "loraRanks": [s[2] for s in plan.sessions],
-                        "namePrefix": plan.prefix}, api_key=API_KEY)  # fmt: skip
+            stack.init(
+                {
+                    "sessions": len(plan.sessions),
+                    "loraRanks": [s[2] for s in plan.sessions],
+                    "namePrefix": plan.prefix,
+                },
+                api_key=API_KEY,
+            )
             self.arm(plan)
             up = ("up", "--yes", "--skip-preview")
             converged = any(run(*up) for _ in range(TRIES))  # stops at the first success
-            self.audit_stand_in(plan, report, held(), converged)
+            self.audit_state(plan, report, held(), converged)
             ups = "converged" if converged else "UNCONVERGED"
             if converged and plan.oob_stop:
                 try:
@@ -716,28 +904,16 @@ class Campaign:
                 except Exception as exc:
                     report.errors.append(f"out-of-band stop: {exc}")
                 converged = any(run(*up) for _ in range(TRIES))
-                self.audit_stand_in(plan, report, held(), converged)
+                self.audit_state(plan, report, held(), converged)
                 ups += ", re-up " + ("converged" if converged else "UNCONVERGED")
             destroyed = False
             for attempt in range(1, TRIES + 1):
                 if attempt == TRIES:
-                    report.stops_left = self.disarm()["stops_ignored"]
+                    report.stops_left = self.disarm(report)["stops_ignored"]
                 if run("destroy", "--yes", "--skip-preview"):
                     destroyed = True
                     break
-            state = self.control.state()
-            for obj in state["model_resources"]:
-                if active_resource(obj):
-                    report.find(report.billed, obj["id"], f"model resource {obj['id']} is "
-                                f"{short(obj['status'])} after the final destroy")  # fmt: skip
-            for obj in state["training_sessions"]:
-                if active_session(obj):
-                    report.find(report.billed, obj["id"], f"training session {obj['id']} is "
-                                f"{short(obj['status'])} after the final destroy")  # fmt: skip
-            self.audit_duplicates(plan, state, report)
-            requests = self.control.requests()
-            report.faults += self.count_faults(plan, state, requests, report)
-            self.audit_leaks(report, {"stack export": stack.export(), "request log": json.dumps(requests)})
+            self.finish(plan, report, {"stack export": stack.export()})
             report.outcome = "CLI: " + ups + ("" if destroyed else ", DESTROY FAILED")
         finally:
             self.disarm()
@@ -756,7 +932,6 @@ class Killer(threading.Thread):
         self.campaign = campaign
         self.kind, self.when = plan.kill
         self.delay = plan.kill_delay
-        self.display = {display for _, display, _ in plan.sessions}
         self.rule_id = rule_id
         self.fired = threading.Event()
         self.stop = threading.Event()
@@ -804,8 +979,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cycles", type=int, default=50, help="cycles through the provider server")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--first-cycle", type=int, default=0, help="number of the first cycle (to replay one)")
-    parser.add_argument("--cli-cycles", type=int, default=0, help="further cycles through the real Pulumi CLI")
+    parser.add_argument(
+        "--first-cycle", type=int, default=0, help="number of the first cycle (to replay one)"
+    )
+    parser.add_argument(
+        "--cli-cycles", type=int, default=0, help="further cycles through the real Pulumi CLI"
+    )
     parser.add_argument("--verbose", action="store_true", help="one line per cycle, findings as they come")
     parser.add_argument("--dry-run", action="store_true", help="print each cycle's plan and run nothing")
     args = parser.parse_args(argv)
@@ -816,8 +995,10 @@ def main(argv: list[str] | None = None) -> int:
         for cycle in (*cycles, *cli_cycles):
             plan = make_plan(args.seed, cycle, cli=cycle in cli_cycles)
             ranks = ",".join(str(s[2]) for s in plan.sessions)
-            print(f"cycle {cycle}{' (CLI)' if plan.cli else ''}: {len(plan.sessions)} sessions (ranks {ranks}); "
-                  f"{' '.join(plan.labels()) or 'no faults'}")  # fmt: skip
+            print(
+                f"cycle {cycle}{' (CLI)' if plan.cli else ''}: {len(plan.sessions)} sessions (ranks {ranks}); "
+                f"{' '.join(plan.labels()) or 'no faults'}"
+            )
         return 0
 
     campaign = Campaign(args)
@@ -838,8 +1019,10 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             for finding in report.findings:
-                print(f"chaos: cycle {cycle} (replay: --seed {args.seed} --first-cycle {cycle} --cycles 1"
-                      f"{' --cli-cycles 1' if plan.cli else ''}): {finding}", file=sys.stderr, flush=True)  # fmt: skip
+                replay = f"--seed {args.seed} --first-cycle {cycle} " + (
+                    "--cycles 0 --cli-cycles 1" if plan.cli else "--cycles 1"
+                )
+                print(f"chaos: cycle {cycle} (replay: {replay}): {finding}", file=sys.stderr, flush=True)
             if report.findings or args.verbose:
                 for line in report.error_lines:
                     print(f"chaos: cycle {cycle}: {line}", file=sys.stderr)
