@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pulumi_together_rl import journal
 from pulumi_together_rl.resources._errors import ProviderError
 
 from .conftest import MODEL
@@ -91,3 +92,33 @@ def test_the_emulator_lag_settings_are_validated(rig):
         with pytest.raises(Exception) as caught:
             rig.control.configure(**bad)
         assert getattr(caught.value, "status", None) == 400
+
+
+def test_a_failed_create_whose_stop_answers_200_but_does_not_take_stops_it_for_real(rig, capsys):
+    # Found by the fault campaign (seed 3, cycle 102): the cleanup stop was taken for done while it did nothing.
+    resource = rig.create_resource()
+    rig.control.configure(stops_ignored=1, timings={"session_creating": 2.5})
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_session(resource.id, lora_config={"rank": 8}, create_timeout=1.0)
+
+    assert "It has been stopped" in str(caught.value)
+    [session] = rig.control.state()["training_sessions"]
+    assert session["status"].endswith(("STOPPING", "STOPPED"))
+    assert len(rig.posts("/stop")) == 2
+    assert journal.entries() == []
+
+
+def test_a_failed_create_whose_stop_never_takes_says_so_and_keeps_its_journal_entry(rig):
+    rig.control.configure(stops_ignored=100, timings={"resource_pending": 60.0})
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource(create_timeout=1)
+
+    message = str(caught.value)
+    assert "did not take" in message and "It has been stopped" not in message
+    [resource] = rig.control.state()["model_resources"]
+    assert resource["status"].endswith("PENDING")  # still on its way to billing: the user is told, and ...
+    assert [e.id for e in journal.entries()] == [resource["id"]]  # ... the next create takes it over
+    rig.control.configure(stops_ignored=0)
+    rig.resources.delete(resource["id"], {"created_at": "2020-01-01T00:00:00Z"})

@@ -422,6 +422,8 @@ def _with_message(error: TogetherError, prefix: str, suffix: str = "") -> Togeth
     """A new exception of ``error``'s class and fields whose message is ``prefix + message + suffix``."""
     message = getattr(error, "message", None)
     base = message if isinstance(message, str) else str(error)
+    if suffix.startswith(". ") and base.rstrip().endswith("."):
+        base = base.rstrip()[:-1]  # the server's message ends its own sentence: no ".."
     text = f"{prefix}{base}{suffix}"
     if isinstance(error, ApiError):
         return type(error)(

@@ -220,6 +220,7 @@ def abandon(
     gone: Callable[[Any], bool],
     path: str,
     stopped_note: str,
+    untouched: Callable[[Any], bool] = lambda obj: False,
     on_stopped: Callable[[], Any] = lambda: None,
 ) -> NoReturn:
     """After a failed create: stop what was made (best effort, logged), then raise the error naming the id.
@@ -228,9 +229,11 @@ def abandon(
     API refuses (409/400) for an object already in such a state is a success. A stop that answers 404 is retried
     (:data:`ABANDON_STOP_RETRY_DELAYS`): right after the create that may be read-after-write lag, so a lasting
     404 is reported as "may still exist", never as proof it is gone. ``path`` is the collection's API path (for
-    the manual check), ``stopped_note`` what a successful stop means for billing.
+    the manual check), ``stopped_note`` what a successful stop means for billing. An accepted stop is checked:
+    while ``untouched`` says the object is not even stopping, the stop is sent again (a stop can answer 200 and
+    not take), and one that never takes is reported as such, not as stopped.
     ``KeyboardInterrupt``/``SystemExit`` are re-raised as they are, after the stop."""
-    stopped, done = _stop_after_failed_create(kind, ident, stop, fetch, gone, path, stopped_note)
+    stopped, done = _stop_after_failed_create(kind, ident, stop, fetch, gone, untouched, path, stopped_note)
     if done:
         on_stopped()
     if not isinstance(exc, Exception):
@@ -239,12 +242,38 @@ def abandon(
     raise ProviderError(doing, kind, ident, cause, f"{stopped}. {todo}") from exc
 
 
+STOP_CHECK_DELAYS = (1.0, 2.0, 4.0, 8.0)
+"""Pauses (seconds) between the checks, and re-sends, of an accepted stop after a failed create whose object is
+still not stopping."""
+
+
+def _stop_took(
+    fetch: Callable[[], Any], untouched: Callable[[Any], bool], stop: Callable[[], Any]
+) -> bool | None:
+    """After an accepted stop: True once the object is stopping (or gone), None if it never is."""
+    for delay in (0.0, *STOP_CHECK_DELAYS):
+        if delay:
+            time.sleep(delay)
+            try:
+                stop()
+            except Exception:  # the check below decides
+                pass
+        try:
+            obj = fetch()
+        except Exception:
+            continue  # cannot tell yet
+        if obj is None or not untouched(obj):
+            return True
+    return None
+
+
 def _stop_after_failed_create(
     kind: str,
     ident: str,
     stop: Callable[[], Any],
     fetch: Callable[[], Any],
     gone: Callable[[Any], bool],
+    untouched: Callable[[Any], bool],
     path: str,
     stopped_note: str,
 ) -> tuple[str, bool]:
@@ -285,5 +314,12 @@ def _stop_after_failed_create(
             log(f"{kind} {ident}: create failed and stopping it failed: {stop_cause}")
             return f"Stopping it failed too ({stop_cause}); {by_hand}", False
         else:
+            took = _stop_took(fetch, untouched, stop)
+            if took is None:
+                log(f"{kind} {ident}: create failed; stopping it was accepted, but it is still running")
+                return (
+                    f"Stopping it was accepted {1 + len(STOP_CHECK_DELAYS)} times but did not take: it may still "
+                    f"be running; {by_hand}"
+                ), False
             log(f"{kind} {ident}: create failed; stopped it")
             return f"It has been stopped: {stopped_note}", True

@@ -111,6 +111,7 @@ def create_transaction(
                     gone=kind.gone,
                     path=kind.path,
                     stopped_note=kind.stopped_note,
+                    untouched=kind.untouched,
                     on_stopped=lambda: stopped.append(True),
                 )
             finally:
