@@ -304,3 +304,16 @@ def test_a_secret_in_a_field_that_fails_check_is_not_printed(cli_stack, emulator
     assert "base_model" in preview.output and "not a model offered" in preview.output, preview
     assert leaked not in preview.output
     assert writes(emulator) == []
+
+
+def test_a_failed_create_shows_one_sentence_not_a_traceback(cli_stack, emulator):
+    emulator.control.configure(api_key=emulator.api_key)  # the emulator checks the key from here on
+    stack = cli_stack(EXAMPLES / "sweep").init({"sessions": 1, "loraRanks": [8]}, api_key="tk-wrong-key-0000")
+
+    up = stack.up(check=False)
+
+    assert up.returncode != 0, up
+    assert "creating model resource (Qwen/Qwen3.5-4B): the API rejected the key (HTTP 401" in up.output, up
+    assert "The key comes from the stack config together:apiKey" in up.output
+    assert "Traceback" not in up.output and "tk-wrong-key-0000" not in up.output
+    assert active(emulator)["model_resources"] == []
