@@ -159,3 +159,48 @@ def test_get_reads_existing_objects_by_id(tmp_path):
     ]
     assert all("__provider" in a.inputs for a in mocks.args)  # Read needs the blob to find the provider
     assert exports == {"gpu_status": "READY", "run_id": "ts-456"}
+
+
+MODEL_RESOURCE_PROGRAM = """
+import pulumi
+from pulumi_together_rl import ModelResource, ModelResourceArgs, TrainingSession, TrainingSessionArgs
+
+gpu = ModelResource("gpu", ModelResourceArgs(base_model="Qwen/Qwen3.5-4B", lora_enabled=False,
+                                             compute_config={"num_generator_replicas": 1}))
+run = TrainingSession("run", TrainingSessionArgs(model_resource=gpu))
+pulumi.export("run_resource", run.model_resources_id)
+"""
+
+
+@pytest.mark.parametrize("preview", [False, True])
+def test_model_resource_wires_the_id_and_the_declared_inputs_known_at_preview(tmp_path, preview):
+    (tmp_path / "__main__.py").write_text(MODEL_RESOURCE_PROGRAM)
+    mocks = RecordingMocks(preview=preview)
+    exports, _secrets = run_main(tmp_path, mocks, preview=preview)
+
+    session = mocks.registered("run").inputs
+    # The id is unknown until the resource exists; what check validates against is known at preview.
+    assert (
+        isinstance(session["model_resources_id"], Unknown)
+        if preview
+        else session["model_resources_id"] == "mr-gpu"
+    )
+    assert session["model_resource_spec"] == {
+        "base_model": MODEL,
+        "lora_enabled": False,
+        "compute_config": {"num_generator_replicas": 1},
+    }
+    assert preview or exports["run_resource"] == "mr-gpu"
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_a_session_names_its_resource_exactly_once(both):
+    from pulumi_together_rl import TrainingSession, TrainingSessionArgs
+
+    args = (
+        TrainingSessionArgs(model_resources_id="mr-1", model_resource=object())
+        if both
+        else TrainingSessionArgs()
+    )
+    with pytest.raises(TypeError, match="set exactly one of model_resource .* or model_resources_id"):
+        TrainingSession("run", args)

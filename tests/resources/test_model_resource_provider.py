@@ -242,8 +242,17 @@ def test_adopt_with_mismatched_inputs_names_the_fields_and_stops_nothing(rig):
         ModelResourceCreateRequest(base_model=MODEL, inactive_timeout=900)
     )
 
+    declared = {"base_model": MODEL, "adopt_id": existing.id, "inactive_timeout": 1200, "lora_enabled": False}
+    # At preview: a check failure on adopt_id that names the fields, not their values.
+    failures = rig.resources.check({}, declared).failures
+    assert [f.property for f in failures] == ["adopt_id"]
+    assert "inactive_timeout, lora_enabled differ" in failures[0].reason or (
+        "lora_enabled, inactive_timeout differ" in failures[0].reason
+    )
+    assert "1200" not in failures[0].reason and MODEL not in failures[0].reason
+    # At create (a preview that could not ask the API): the same refusal, with the values.
     with pytest.raises(ProviderError) as caught:
-        rig.create_resource(adopt_id=existing.id, inactive_timeout=1200, lora_enabled=False)
+        rig.resources.create(declared)
 
     message = str(caught.value)
     assert message.startswith(f"adopting model resource ({existing.id})")
@@ -256,8 +265,11 @@ def test_adopt_of_a_stopped_resource_fails(rig):
     existing = rig.client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL))
     rig.client.stop_model_resource(existing.id)
 
-    with pytest.raises(ProviderError, match="is STOP"):
-        rig.create_resource(adopt_id=existing.id)
+    declared = {"base_model": MODEL, "adopt_id": existing.id}
+    failures = rig.resources.check({}, declared).failures
+    assert [(f.property, "is STOP" in f.reason) for f in failures] == [("adopt_id", True)]
+    with pytest.raises(ProviderError, match="is STOP"):  # at create too, if preview could not ask
+        rig.resources.create(declared)
 
 
 def test_an_interrupt_while_waiting_stops_the_resource_and_propagates(rig, monkeypatch):
@@ -358,8 +370,11 @@ def test_check_of_unchanged_inputs_makes_no_http_even_in_a_fresh_process(rig):
     assert again.failures == [] and rig.control.requests() == []
     changed = rig.resources.check(olds, {**olds, "compute_config": {"num_generator_replicas": 2}})
     assert changed.failures == [] and [r["path"] for r in rig.control.requests()] == [
-        "/v1/rl/supported-models"
+        "/v1/rl/supported-models",
+        "/v1/rl/model-resources/estimate-cost",
     ]
+    # The price checked last time is carried over, without asking again.
+    assert again.inputs["price_per_hour"] == olds["price_per_hour"] > 0 and again.inputs["currency"] == "USD"
 
 
 def test_the_quick_check_client_has_short_timeouts(rig):
@@ -436,13 +451,16 @@ def test_adopt_compares_the_optimizer_kind_not_the_exact_settings(rig):
 
     assert rig.create_resource(adopt_id=existing.id, optimizer_config={"muon": {}}).id == existing.id
     assert rig.create_resource(adopt_id=plain.id, optimizer_config={"adam": {}}).id == plain.id
-    with pytest.raises(ProviderError, match=r"optimizer_config\.muon\.scaling_strategy"):
-        rig.create_resource(
-            adopt_id=existing.id,
-            optimizer_config={"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAM"}},
-        )
-    with pytest.raises(ProviderError, match="optimizer_config"):
-        rig.create_resource(adopt_id=plain.id, optimizer_config={"muon": {}})
+    strategy = {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_MATCH_ADAM"}}
+    for adopt_id, optimizer, field in (
+        (existing.id, strategy, "optimizer_config.muon.scaling_strategy"),
+        (plain.id, {"muon": {}}, "optimizer_config"),
+    ):
+        declared = {"base_model": MODEL, "adopt_id": adopt_id, "optimizer_config": optimizer}
+        (failure,) = rig.resources.check({}, declared).failures
+        assert failure.property == "adopt_id" and f"{field} differ" in failure.reason
+        with pytest.raises(ProviderError, match=field.replace(".", r"\.")):
+            rig.resources.create(declared)
 
 
 def test_an_adopt_that_times_out_says_what_to_do(rig):

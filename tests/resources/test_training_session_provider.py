@@ -193,8 +193,11 @@ def test_adopt_with_a_different_resource_names_the_field(rig, resource_id):
     other = rig.create_resource().id
     existing = rig.client.create_training_session(TrainingSessionCreateRequest(model_resources_id=other))
 
-    with pytest.raises(ProviderError, match="model_resources_id"):
-        rig.create_session(resource_id, adopt_id=existing.id)
+    declared = {"model_resources_id": resource_id, "adopt_id": existing.id}
+    failures = rig.sessions.check({}, declared).failures
+    assert [(f.property, "model_resources_id differ" in f.reason) for f in failures] == [("adopt_id", True)]
+    with pytest.raises(ProviderError, match="model_resources_id"):  # at create too, if preview could not ask
+        rig.sessions.create(declared)
     assert _emulated(rig, existing.id)["status"] == "TRAINING_SESSION_STATUS_RUNNING"
 
 

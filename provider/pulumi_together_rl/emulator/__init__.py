@@ -131,7 +131,7 @@ Faults and the request log
   * Faults apply only to ``/v1`` paths; the first rule that fires handles the request; ``status`` is an error
     status (400-599: the answer is the error envelope, which a 1xx/2xx/3xx cannot carry) or ``null``, which
     with no drop means latency only. Extra rule fields beyond the brief: ``retry_after_ms`` (header
-    ``retry-after-ms``) and ``message``. ``Retry-After`` is written as an integer when whole.
+    ``retry-after-ms``) ``message`` and ``param`` (the error envelope's). ``Retry-After`` is written as an integer when whole.
   * Request log entries: ``method, path, query, status`` (null when the connection was dropped), ``fault``
     (rule id or null), ``handled`` (the real handler ran), ``handler_status`` (act-then-fail only), ``at``
     (emulator time), ``user_agent``, ``body`` (parsed JSON, or text). ``Authorization`` is never logged.

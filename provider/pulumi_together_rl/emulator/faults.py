@@ -69,6 +69,7 @@ _RULE_FIELDS = (
     "drop_connection",
     "act_then_fail",
     "message",
+    "param",
     "duration",
     "armed_by",
 )
@@ -115,6 +116,7 @@ class FaultRule:
     drop_connection: bool = False
     act_then_fail: bool = False
     message: str | None = None
+    param: str | None = None
     duration: float | None = None
     armed_by: str | None = None
     fired: int = 0
@@ -185,6 +187,8 @@ class FaultRule:
                 raise InvalidRequest(f"{flag} must be a boolean.", param=flag)
         if self.message is not None and not isinstance(self.message, str):
             raise InvalidRequest("message must be a string or null.", param="message")
+        if self.param is not None and not isinstance(self.param, str):
+            raise InvalidRequest("param must be a string or null.", param="param")
         if self.duration is not None and (not is_num(self.duration) or self.duration <= 0):
             raise InvalidRequest("duration must be a number of seconds > 0, or null.", param="duration")
         _check_regex("armed_by", self.armed_by)
@@ -423,6 +427,7 @@ async def _send_fault(send: Send, rule: FaultRule, status: int) -> None:
         envelope(
             rule.message or f"Injected fault: HTTP {status}.",
             type=error_type_for(status),
+            param=rule.param,
             code=FAULT_CODE,
         )
     ).encode()

@@ -26,18 +26,15 @@ from pulumi.dynamic import ConfigureRequest, ResourceProvider
 from .. import config
 from ..client import errors
 from ..waiting import format_elapsed
+from . import _lookups
 from ._errors import ProviderError, _configuration_cause, base_url_todo, explain, log
 from ._inputs import PROVIDER_KEY, changed_keys
 from ._server import shorten_tracebacks
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
-    from ..client.models import SupportedModelList
 
 T = TypeVar("T")
-
-SUPPORTED_MODELS_TTL = 600.0
-"""How long (seconds) one process trusts its copy of ``GET /v1/rl/supported-models``."""
 
 
 class BaseProvider(ResourceProvider):
@@ -107,42 +104,6 @@ def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False)
     return client
 
 
-_supported_lock = threading.Lock()
-_supported: dict[str | None, tuple[float, SupportedModelList]] = {}
-_resource_facts: dict[tuple[str | None, str], dict[str, Any]] = {}
-
-
-def supported_models(client: TogetherRL) -> SupportedModelList:
-    """``GET /v1/rl/supported-models``, cached per process for :data:`SUPPORTED_MODELS_TTL` seconds."""
-    base_url = config.current().base_url
-    now = time.monotonic()
-    with _supported_lock:
-        cached = _supported.get(base_url)
-        if cached and now - cached[0] < SUPPORTED_MODELS_TTL:
-            return cached[1]
-    models = client.list_supported_models()
-    with _supported_lock:
-        _supported[base_url] = (now, models)
-    return models
-
-
-def resource_facts(client: TogetherRL, resource_id: str) -> dict[str, Any]:
-    """The immutable facts of a model resource a session check needs (cached: they never change)."""
-    key = (config.current().base_url, resource_id)
-    with _supported_lock:
-        if key in _resource_facts:
-            return _resource_facts[key]
-    mr = client.get_model_resource(resource_id)
-    facts = {
-        "base_model": mr.base_model,
-        "gpu_type": mr.compute_config.gpu_type.value if mr.compute_config.gpu_type else None,
-        "lora_enabled": mr.lora_enabled,
-    }
-    with _supported_lock:
-        _resource_facts[key] = facts
-    return facts
-
-
 def clear_caches() -> None:
     """Forget clients and cached API answers (tests)."""
     with _client_lock:
@@ -152,34 +113,38 @@ def clear_caches() -> None:
             except Exception:
                 pass
         _clients.clear()
-    with _supported_lock:
-        _supported.clear()
-        _resource_facts.clear()
+    _lookups.clear()
+    with _failures_lock:
         _remote_failures.clear()
 
 
-_REMEMBERED_FAILURES = (
-    errors.ApiConnectionError,
+_CANNOT_ASK = (
+    errors.ApiConnectionError,  # unreachable, or timed out
     errors.ServerError,
     errors.RateLimited,
-    errors.Unauthorized,
+    errors.Unauthorized,  # the key is rejected: the answer would not be about the inputs
     errors.PermissionDenied,
 )
+"""The failures after which the remote part of ``check`` is skipped (with a warning). Any other answer (404,
+400) is about the inputs, and each check turns it into a failure that names the field."""
+
+_failures_lock = threading.Lock()
 _remote_failures: dict[tuple[str | None, str | None], tuple[float, str]] = {}
 
 
 def remote_check(kind: str, ident: str | None, call: Callable[[TogetherRL], T]) -> T | None:
     """Run the remote part of a ``check``: ``call(client)`` with the quick client, or ``None`` if it was skipped.
 
-    Without a key, with a client that cannot be built, or when the API cannot be asked, it warns on stderr and
-    skips instead of failing the preview. A failure to reach the API (unreachable, timeout, 5xx, 429, 401/403)
-    is remembered for :data:`REMOTE_CHECK_BACKOFF` seconds: later checks in this process skip at once (each
-    still warns, so every resource says its remote checks were skipped).
+    Without a key, with a client that cannot be built, or when the API cannot be asked (:data:`_CANNOT_ASK`:
+    unreachable, timed out, 5xx, 429, 401/403), it warns on stderr and skips instead of failing the preview.
+    That failure is remembered for :data:`REMOTE_CHECK_BACKOFF` seconds: later checks in this process skip at
+    once (each still warns, so every resource says its remote checks were skipped). Other API errors (404,
+    400) are answers about the inputs: they propagate, for ``call``'s caller to name the field.
     """
     settings = config.current()
     key = (settings.api_key, settings.base_url)
     now = time.monotonic()
-    with _supported_lock:
+    with _failures_lock:
         remembered = _remote_failures.get(key)
     if remembered is not None and now - remembered[0] < REMOTE_CHECK_BACKOFF:
         seen = format_elapsed(now - remembered[0])
@@ -189,11 +154,10 @@ def remote_check(kind: str, ident: str | None, call: Callable[[TogetherRL], T]) 
         return call(api_client("checking", kind, ident, quick=True))
     except ProviderError as exc:  # no key, or a client that cannot be built
         _warn_remote_check_skipped(kind, ident, exc.cause)
-    except errors.TogetherError as exc:  # unreachable, refused: warn, don't fail
+    except _CANNOT_ASK as exc:  # unreachable, refused: warn, don't fail
         cause, _ = explain(exc)
-        if isinstance(exc, _REMEMBERED_FAILURES):
-            with _supported_lock:
-                _remote_failures[key] = (time.monotonic(), cause)
+        with _failures_lock:
+            _remote_failures[key] = (time.monotonic(), cause)
         _warn_remote_check_skipped(kind, ident, cause)
     return None
 
@@ -201,7 +165,7 @@ def remote_check(kind: str, ident: str | None, call: Callable[[TogetherRL], T]) 
 def _warn_remote_check_skipped(kind: str, ident: str | None, cause: str) -> None:
     log(
         f"warning: checking {kind} ({ident}) against the API: {cause}. Skipped the remote checks "
-        "(supported model, rank and replica limits); they run again at `pulumi up`."
+        "(supported model, limits, references and cost); they run again at `pulumi up`."
     )
 
 

@@ -22,10 +22,12 @@ from ..client.models import (
     TrainingSessionStatus,
 )
 from ..client.models import ModelResource as WireModelResource
-from ._base import api_client, remote_check, supported_models
-from ._errors import ProviderError, explain
-from ._inputs import StrictInputs, WholeInt, drop_none, iso, pick, short_id
+from . import _lookups as lookups
+from ._base import api_client, needs_remote_check, remote_check
+from ._errors import ProviderError, explain, log
+from ._inputs import StrictInputs, WholeInt, contains_unknown, drop_none, iso, pick, short_id
 from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
+from ._lookups import estimate_cost, supported_models
 
 KIND = "model resource"
 _PATH = "/v1/rl/model-resources"
@@ -38,9 +40,15 @@ _REPLACE_ON_CHANGES = (
     "optimizer_config",
     "inactive_timeout",
 )
-_UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id")
-_REMOTE_CHECK_KEYS = ("base_model", "compute_config", "lora_enabled")  # what _check_supported looks at
-_INPUT_KEYS = _REPLACE_ON_CHANGES + _UPDATE_IN_PLACE
+_UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id", "max_price_per_hour")
+_ESTIMATE_KEYS = ("price_per_hour", "currency")  # added by check (estimate-cost); diff never looks at them
+_INPUT_KEYS = _REPLACE_ON_CHANGES + _UPDATE_IN_PLACE + _ESTIMATE_KEYS
+_REMOTE_CHECK_KEYS = (*_REPLACE_ON_CHANGES, "adopt_id")
+_SESSION_FACTS = (
+    "base_model",
+    "compute_config",
+    "lora_enabled",
+)  # what a session's check needs of it  # a change of one of these asks the API again
 _OUTPUT_KEYS = (
     "status",
     "queue_position",
@@ -104,6 +112,7 @@ class _Inputs(StrictInputs):
     delete_timeout: StrictFloat | None = Field(None, gt=0)
     force_stop: StrictBool | None = None
     adopt_id: StrictStr | None = Field(None, min_length=1)
+    max_price_per_hour: StrictFloat | None = Field(None, gt=0)
 
 
 _HINTS = {
@@ -124,17 +133,82 @@ _HINTS = {
     "delete_timeout": "Use a number of seconds > 0 (default 900)",
     "force_stop": "Use true or false",
     "adopt_id": "Use the id of an existing model resource, or leave adopt_id unset",
+    "max_price_per_hour": "Use a price > 0 in the estimate's currency (USD), or leave it unset for no ceiling",
 }
 
 
-def _check_supported(inputs: dict[str, Any]) -> list[CheckFailure]:
-    """The remote part of check: the model, GPU type, full-weight training and generator replicas on offer."""
+def _check_remote(
+    olds: Mapping[str, Any], inputs: dict[str, Any]
+) -> tuple[dict[str, Any], list[CheckFailure]]:
+    """The remote part of check: what the API offers, ``adopt_id``, the estimated price and its ceiling.
+
+    Asks the API only for a new resource or a change of :data:`_REMOTE_CHECK_KEYS`; otherwise the price checked
+    last time is carried over (an unchanged ``pulumi up`` makes no HTTP call). Returns the inputs with
+    ``price_per_hour``/``currency`` added when known.
+    """
     base_model = inputs.get("base_model")
-    if not isinstance(base_model, str):
-        return []
-    models = remote_check(KIND, base_model, supported_models)
-    if models is None:  # skipped, with a warning: no key, or the API cannot be asked
-        return []
+    if not needs_remote_check(olds, inputs, _REMOTE_CHECK_KEYS) and olds.get("price_per_hour") is not None:
+        inputs = {**inputs, **pick(olds, _ESTIMATE_KEYS)}
+    elif isinstance(base_model, str):
+        answer = remote_check(KIND, base_model, lambda client: _ask(client, inputs))
+        failures, estimate = answer if answer is not None else ([], None)
+        if failures:
+            return inputs, failures
+        if estimate is not None:
+            inputs = {**inputs, "price_per_hour": estimate.price_per_hour, "currency": estimate.currency}
+            log(f"{KIND} ({base_model}): estimated {_price(inputs)} (POST {_PATH}/estimate-cost)")
+    ceiling, price = inputs.get("max_price_per_hour"), inputs.get("price_per_hour")
+    if isinstance(ceiling, float) and isinstance(price, (int, float)) and price > ceiling:
+        return inputs, [CheckFailure("max_price_per_hour", f"the estimated price of this model resource, "
+                                     f"{_price(inputs)}, exceeds max_price_per_hour {ceiling:.2f}. Choose a "
+                                     "smaller GPU type or fewer generator replicas, or raise max_price_per_hour")]  # fmt: skip
+    return inputs, []
+
+
+def _price(inputs: Mapping[str, Any]) -> str:
+    return f"{inputs['price_per_hour']:.2f} {inputs.get('currency') or 'USD'}/h"
+
+
+def _ask(client: Any, inputs: dict[str, Any]) -> tuple[list[CheckFailure], Any]:
+    """(failures, cost estimate or None) from the API, for a resource whose ``base_model`` is known."""
+    failures = _check_supported(inputs, supported_models(client))
+    adopt_id = inputs.get("adopt_id")
+    if not failures and isinstance(adopt_id, str):
+        failures = _check_adoptable(client, adopt_id, inputs)
+    body = pick(inputs, _REPLACE_ON_CHANGES)
+    if failures or contains_unknown(body):  # an unknown input: the price is known at `pulumi up`
+        return failures, None
+    try:
+        return [], estimate_cost(client, _to_request(inputs))
+    except (errors.BadRequest, errors.Conflict) as exc:  # the API would refuse this create
+        field = (
+            exc.param if exc.param in _HINTS or (exc.param or "").split(".")[0] in _HINTS else "base_model"
+        )
+        return [CheckFailure(field, f"the API refuses this model resource (HTTP {exc.status}: {exc.message}). "
+                                    f"{_HINTS.get(field, 'Fix that input')}")], None  # fmt: skip
+
+
+def _check_adoptable(client: Any, adopt_id: str, inputs: Mapping[str, Any]) -> list[CheckFailure]:
+    """``adopt_id`` names an active model resource whose settings match the declared ones."""
+    try:
+        live = lookups.model_resource(client, adopt_id)
+    except errors.NotFound:
+        return [CheckFailure("adopt_id", f"no model resource {adopt_id} exists (GET {_PATH}/{adopt_id} answered "
+                                         "404). Check adopt_id, or remove it to create a new one")]  # fmt: skip
+    if live.status in RESOURCE_GONE:
+        return [CheckFailure("adopt_id", f"model resource {adopt_id} is {live.status.short}: only an active "
+                                         "resource can be adopted. Remove adopt_id to create a new one")]  # fmt: skip
+    mismatched = [m.split(" (", 1)[0] for m in _mismatches(inputs, live)]  # field names only: no values
+    if mismatched:
+        return [CheckFailure("adopt_id", f"model resource {adopt_id} was created with other settings: "
+                                         f"{', '.join(mismatched)} differ. Declare the inputs it was created "
+                                         "with, or remove adopt_id to create a new one")]  # fmt: skip
+    return []
+
+
+def _check_supported(inputs: Mapping[str, Any], models: Any) -> list[CheckFailure]:
+    """The model, GPU type, full-weight training and generator replicas on offer."""
+    base_model = inputs.get("base_model")
     model = next((m for m in models.data if m.base_model == base_model), None)
     if model is None:
         offered = ", ".join(m.base_model for m in models.data) or "none"

@@ -15,25 +15,34 @@ from pulumi.dynamic import CheckFailure, CreateResult
 from pydantic import Field, StrictBool, StrictFloat, StrictStr, field_validator
 
 from .. import config
+from ..client import errors
 from ..client.models import (
+    RESOURCE_GONE,
     SESSION_GONE,
     TrainingSessionCreateRequest,
     TrainingSessionStatus,
     TrainingSessionUpdateRequest,
 )
 from ..client.models import TrainingSession as WireTrainingSession
-from ._base import api_client, remote_check, resource_facts, supported_models
+from . import _lookups as lookups
+from ._base import api_client, needs_remote_check, remote_check
 from ._errors import ProviderError, explain
-from ._inputs import StrictInputs, WholeInt, canonical, drop_none, iso, pick, short_id
+from ._inputs import StrictInputs, WholeInt, canonical, drop_none, is_unknown, iso, pick, short_id
 from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
+from ._lookups import supported_models
 
 KIND = "training session"
 _PATH = "/v1/rl/training-sessions"
+_RESOURCES = "/v1/rl/model-resources"
 
 _REPLACE_ON_CHANGES = ("model_resources_id", "lora_config", "resume_from_checkpoint_id", "load_optimizer")
 _UPDATE_IN_PLACE = ("display_name", "metadata", "create_timeout", "delete_timeout", "adopt_id")
-_INPUT_KEYS = _REPLACE_ON_CHANGES + _UPDATE_IN_PLACE
-_REMOTE_CHECK_KEYS = ("model_resources_id", "lora_config")  # what _check_against_resource looks at
+# Set by TrainingSession from `model_resource=`: that resource's declared base_model, compute_config and
+# lora_enabled, for check to validate against while its id is unknown. Diff never looks at it (a change of the
+# resource replaces it, so its id changes).
+_SPEC_KEY = "model_resource_spec"
+_INPUT_KEYS = (*_REPLACE_ON_CHANGES, *_UPDATE_IN_PLACE, _SPEC_KEY)
+_REMOTE_CHECK_KEYS = (*_REPLACE_ON_CHANGES, _SPEC_KEY)  # new, or one of these changed: ask the API again
 _OUTPUT_KEYS = (
     "status",
     "step",
@@ -80,6 +89,14 @@ class _Metadata(StrictInputs):
     wandb: _Wandb | None = None
 
 
+class _ResourceSpec(StrictInputs):
+    """The declared inputs of the model resource given as ``model_resource`` (validated by its own check)."""
+
+    base_model: StrictStr | None = None
+    compute_config: dict[str, Any] | None = None
+    lora_enabled: StrictBool | None = None
+
+
 class _Inputs(StrictInputs):
     """Validated inputs of a training session (what ``check`` returns, normalised)."""
 
@@ -92,10 +109,12 @@ class _Inputs(StrictInputs):
     create_timeout: StrictFloat | None = Field(None, gt=0)
     delete_timeout: StrictFloat | None = Field(None, gt=0)
     adopt_id: StrictStr | None = Field(None, min_length=1)
+    model_resource_spec: _ResourceSpec | None = None
 
 
 _HINTS = {
-    "model_resources_id": "Set model_resources_id to a model resource id, e.g. ModelResource(...).id",
+    "model_resources_id": "Set model_resource=ModelResource(...) for a resource of this program, or "
+    "model_resources_id to the id of one made elsewhere",
     "lora_config": "lora_config takes rank, alpha, dropout, seed and train_unembed",
     "lora_config.rank": "Use a whole number from 1 to 64 (and at most the model's max_rank)",
     "lora_config.alpha": "Use a whole number from 1 to 128",
@@ -115,38 +134,92 @@ _HINTS = {
 }
 
 
-def _check_against_resource(inputs: dict[str, Any]) -> list[CheckFailure]:
-    """The remote part of check: LoRA only on LoRA resources, rank within the model's ``max_rank``."""
-    resource_id, lora = inputs.get("model_resources_id"), inputs.get("lora_config")
-    if not isinstance(resource_id, str) or not isinstance(lora, dict):
+def _check_remote(olds: Mapping[str, Any], inputs: dict[str, Any]) -> list[CheckFailure]:
+    """The remote part of check, for a new session or a replacing change: the model resource exists and is
+    active (or, created in the same change, its declared inputs), LoRA only on a LoRA resource, rank within the
+    model's ``max_rank``, and ``adopt_id`` names an active session on that resource with the same settings."""
+    if not needs_remote_check(olds, inputs, _REMOTE_CHECK_KEYS):
         return []
-    ident = inputs.get("display_name") or resource_id
+    ident = inputs.get("display_name") or inputs.get("adopt_id") or "new"
+    return remote_check(KIND, ident, lambda client: _ask(client, inputs)) or []
 
-    def ask(client: Any) -> tuple[dict[str, Any], Any]:
-        facts = resource_facts(client, resource_id)
-        return facts, supported_models(client) if isinstance(lora.get("rank"), int) else None
 
-    answer = remote_check(KIND, ident, ask)
-    if answer is None:  # skipped, with a warning: no key, or the API cannot be asked
+def _ask(client: Any, inputs: Mapping[str, Any]) -> list[CheckFailure]:
+    resource_id = inputs.get("model_resources_id")
+    if isinstance(resource_id, str) and not is_unknown(resource_id):
+        try:
+            live = lookups.model_resource(client, resource_id)
+        except errors.NotFound:
+            return [CheckFailure("model_resources_id", f"no model resource {resource_id} exists (GET "
+                                 f"{_RESOURCES}/{resource_id} answered 404). {_HINTS['model_resources_id']}")]  # fmt: skip
+        if live.status in RESOURCE_GONE:
+            return [CheckFailure("model_resources_id", f"model resource {resource_id} is {live.status.short}: "
+                                 "no session can start on it. Point it at an active resource, or create one "
+                                 "with model_resource=ModelResource(...)")]  # fmt: skip
+        where = f"model resource {resource_id}"
+        facts = {"base_model": live.base_model, "lora_enabled": live.lora_enabled,
+                 "gpu_type": live.compute_config.gpu_type.value if live.compute_config.gpu_type else None}  # fmt: skip
+    else:
+        spec = inputs.get(_SPEC_KEY) or {}
+        compute = spec.get("compute_config") if isinstance(spec.get("compute_config"), dict) else {}
+        where = "the model resource given as model_resource"
+        facts = {"base_model": spec.get("base_model"), "lora_enabled": spec.get("lora_enabled", True),
+                 "gpu_type": compute.get("gpu_type")}  # fmt: skip
+    failures = _check_lora(client, inputs.get("lora_config"), facts, where)
+    adopt_id = inputs.get("adopt_id")
+    if not failures and isinstance(adopt_id, str):
+        failures = _check_adoptable(client, adopt_id, inputs, facts)
+    return failures
+
+
+def _check_lora(client: Any, lora: Any, facts: Mapping[str, Any], where: str) -> list[CheckFailure]:
+    """LoRA settings only on a LoRA resource, and a rank within the model's ``max_rank`` on its GPU type."""
+    if not isinstance(lora, dict):
         return []
-    facts, models = answer
-    if not facts["lora_enabled"]:
-        return [CheckFailure("lora_config", f"model resource {resource_id} is full-weight (lora_enabled=false). "
-                                            "Remove lora_config, or use a LoRA model resource")]  # fmt: skip
-    model = next((m for m in models.data if m.base_model == facts["base_model"]), None) if models else None
-    offer = (
-        next((c for c in model.compute_configs if c.gpu_type.value == facts["gpu_type"]), None)
-        if model
-        else None
-    )
-    max_rank = (
-        offer.trainer_config.lora.max_rank
-        if offer and offer.trainer_config and offer.trainer_config.lora
-        else None
-    )
-    if max_rank is not None and lora["rank"] > max_rank:
-        return [CheckFailure("lora_config.rank", f"rank {lora['rank']} exceeds the max_rank {max_rank} of "
-                                                 f"{facts['base_model']}. Use a rank of at most {max_rank}")]  # fmt: skip
+    if facts["lora_enabled"] is False:
+        return [CheckFailure("lora_config", f"{where} is full-weight (lora_enabled=false). Remove lora_config, "
+                                            "or use a LoRA model resource")]  # fmt: skip
+    rank, base_model = lora.get("rank"), facts["base_model"]
+    if not isinstance(rank, int) or not isinstance(base_model, str) or is_unknown(base_model):
+        return []
+    model = next((m for m in supported_models(client).data if m.base_model == base_model), None)
+    if model is None:  # the model resource's own check says so
+        return []
+    gpu = facts["gpu_type"] if isinstance(facts["gpu_type"], str) else None
+    gpu = gpu or (model.default_gpu_type.value if model.default_gpu_type else None)
+    offer = next((c for c in model.compute_configs if c.gpu_type.value == gpu), None)
+    lora_offer = offer.trainer_config.lora if offer and offer.trainer_config else None
+    max_rank = lora_offer.max_rank if lora_offer else None
+    if max_rank is not None and rank > max_rank:
+        return [CheckFailure("lora_config.rank", f"rank {rank} exceeds the max_rank {max_rank} of {base_model} "
+                                                 f"on {gpu}. Use a rank of at most {max_rank}")]  # fmt: skip
+    return []
+
+
+def _check_adoptable(
+    client: Any, adopt_id: str, inputs: Mapping[str, Any], facts: Mapping[str, Any]
+) -> list[CheckFailure]:
+    """``adopt_id`` names a CREATING/RUNNING session on the declared resource, created with these settings."""
+    try:
+        live = lookups.training_session(client, adopt_id)
+    except errors.NotFound:
+        return [CheckFailure("adopt_id", f"no training session {adopt_id} exists (GET {_PATH}/{adopt_id} "
+                                         "answered 404). Check adopt_id, or remove it to create a new one")]  # fmt: skip
+    if live.status not in (TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING):
+        return [CheckFailure("adopt_id", f"training session {adopt_id} is {live.status.short}: only a CREATING "
+                                         "or RUNNING session can be adopted. Remove adopt_id to create a new one")]  # fmt: skip
+    declared = dict(inputs)
+    if is_unknown(declared.get("model_resources_id")):  # a resource of this change: compare its model instead
+        declared["model_resources_id"] = live.model_resources_id
+        if isinstance(facts["base_model"], str) and facts["base_model"] != live.base_model:
+            return [CheckFailure("adopt_id", f"training session {adopt_id} runs on another base model than the "
+                                             "model resource given as model_resource. Remove adopt_id, or "
+                                             "adopt it onto its own model resource")]  # fmt: skip
+    mismatched = [m.split(" (", 1)[0] for m in _mismatches(declared, live)]  # field names only: no values
+    if mismatched:
+        return [CheckFailure("adopt_id", f"training session {adopt_id} was created with other settings: "
+                                         f"{', '.join(mismatched)} differ. Declare the inputs it was created "
+                                         "with, or remove adopt_id to create a new one")]  # fmt: skip
     return []
 
 

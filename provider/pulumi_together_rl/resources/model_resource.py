@@ -1,6 +1,11 @@
 """ModelResource: a Together RL model resource (GPUs + a frozen base model) as a Pulumi dynamic resource.
 
 Lifecycle
+    check    at preview: the inputs' shapes, then (for a new resource or a changed API input) what the API
+             offers (model, GPU type, full-weight, replicas), ``adopt_id`` (exists, active, same settings) and
+             the estimated price (``POST .../estimate-cost``, one request per body per process), which goes
+             into ``price_per_hour``/``currency`` and a line on stderr; ``max_price_per_hour`` below it fails.
+             A 400 from estimate-cost names the field. No key, or an API that cannot be asked: warn and skip.
     create   ``POST /v1/rl/model-resources`` (through the client, whose reconciliation guarantees one logical
              create never makes two allocations), then wait until READY, printing status, queue position and
              elapsed time on stderr. ERROR fails at once with the API's error code and message. Any failure
@@ -26,7 +31,7 @@ Replacement
 
 Provider options (inputs that never replace and never call the API when changed)
     ``create_timeout`` (default 3600 s: capacity queues can be long), ``delete_timeout`` (900 s),
-    ``force_stop`` (False), ``adopt_id``. Pulumi deletes a resource with the inputs it was last deployed with,
+    ``force_stop`` (False), ``adopt_id``, ``max_price_per_hour``. Pulumi deletes a resource with the inputs it was last deployed with,
     so a changed option must be deployed on its own (a ``pulumi up`` in which it is the only change) before the
     ``pulumi destroy`` or the replacing change whose delete it should govern; the refusal to stop a resource
     with attached sessions says so. ``adopt_id`` makes create take over an existing active resource instead of
@@ -58,23 +63,24 @@ from .. import config
 from ..client import errors
 from ..client.models import RESOURCE_GONE, SESSION_HOLDS_SLOT
 from ..client.reconcile import LIVE_RESOURCE_STATUSES
-from ._base import BaseProvider, api_client, needs_remote_check
+from ._base import BaseProvider, api_client
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
 from ._lifecycle import get_or_none, kept_while_young, retry_404
 from ._model_resource_helpers import (
     _ATTACHED_TODO,
+    _ESTIMATE_KEYS,
     _HINTS,
     _INPUT_KEYS,
     _OUTPUT_KEYS,
     _PATH,
-    _REMOTE_CHECK_KEYS,
     _REPLACE_ON_CHANGES,
     _RUNNING_SESSIONS,
+    _SESSION_FACTS,
     _UPDATE_IN_PLACE,
     KIND,
     _adopt,
-    _check_supported,
+    _check_remote,
     _describe,
     _Inputs,
     _inputs_from_api,
@@ -151,6 +157,9 @@ class ModelResourceArgs:
     """Provider option: on delete, stop even with training sessions attached (they stop too). Default False."""
     adopt_id: pulumi.Input[str] | None
     """Provider option: id of an existing active model resource to take over instead of creating one."""
+    max_price_per_hour: pulumi.Input[float] | None
+    """Provider option: a ceiling on the estimated hourly price (the API's estimate-cost, in its currency, USD).
+    ``pulumi preview`` fails when the estimate exceeds it. Never replaces; changing it calls no API."""
 
     def __init__(
         self,
@@ -164,6 +173,7 @@ class ModelResourceArgs:
         delete_timeout: pulumi.Input[float] | None = None,
         force_stop: pulumi.Input[bool] | None = None,
         adopt_id: pulumi.Input[str] | None = None,
+        max_price_per_hour: pulumi.Input[float] | None = None,
     ) -> None:
         self.base_model = base_model
         self.base_weights_ref = base_weights_ref
@@ -175,6 +185,7 @@ class ModelResourceArgs:
         self.delete_timeout = delete_timeout
         self.force_stop = force_stop
         self.adopt_id = adopt_id
+        self.max_price_per_hour = max_price_per_hour
 
 
 class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResource"):
@@ -204,6 +215,13 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
     """Provider option, as declared."""
     adopt_id: pulumi.Output[str | None]
     """Provider option, as declared."""
+    max_price_per_hour: pulumi.Output[float | None]
+    """Provider option, as declared."""
+    price_per_hour: pulumi.Output[float | None]
+    """The estimated hourly price (``POST /v1/rl/model-resources/estimate-cost``), as of the last change of its
+    inputs; known at preview. Unset when the estimate could not be had (the API could not be asked)."""
+    currency: pulumi.Output[str | None]
+    """The ISO 4217 currency of ``price_per_hour`` (``USD``)."""
     status: pulumi.Output[str]
     """Short status: PENDING, CREATING, READY (after create), STOPPING, STOPPED or ERROR."""
     queue_position: pulumi.Output[int | None]
@@ -238,6 +256,9 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
         props: dict[str, Any] = {key: getattr(args, key, None) for key in _INPUT_KEYS}
         props.update(dict.fromkeys(_OUTPUT_KEYS))
         super().__init__(_ModelResourceProvider(), resource_name, props, opts)
+        # What a TrainingSession given `model_resource=self` validates against at preview, when the id is not
+        # known yet (a resource created in the same change): the declared inputs, not the outputs.
+        self._declared = {k: props[k] for k in _SESSION_FACTS} if args is not None else None
 
     @staticmethod
     def get(
@@ -253,9 +274,10 @@ class _ModelResourceProvider(BaseProvider):
     """The dynamic provider behind :class:`ModelResource` (stateless; pickled by reference)."""
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        inputs, failures = validate_inputs(_Inputs, news, required=("base_model",), hints=_HINTS)
-        if not failures and needs_remote_check(olds, inputs, _REMOTE_CHECK_KEYS):
-            failures = _check_supported(inputs)
+        declared = {k: v for k, v in news.items() if k not in _ESTIMATE_KEYS}  # check's own, never declared
+        inputs, failures = validate_inputs(_Inputs, declared, required=("base_model",), hints=_HINTS)
+        if not failures:
+            inputs, failures = _check_remote(olds, inputs)
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

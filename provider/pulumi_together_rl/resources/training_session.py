@@ -1,6 +1,11 @@
 """TrainingSession: a Together RL training session on a model resource, as a Pulumi dynamic resource.
 
 Lifecycle
+    check    at preview, for a new session or a replacing change: the model resource exists and is active
+             (``model_resources_id``), or, given as ``model_resource`` and new in the same change, its declared
+             inputs; LoRA settings only on a LoRA resource; rank <= the model's ``max_rank`` on its GPU type;
+             ``adopt_id`` names a CREATING/RUNNING session with the declared settings. A 404 is a failure
+             naming the field; no key, or an API that cannot be asked: warn and skip.
     create   ``POST /v1/rl/training-sessions`` (through the client, whose reconciliation guarantees one logical
              create never makes two sessions), then wait until RUNNING with progress on stderr. ERROR fails at
              once with the API's error code and message. Any failure after the POST stops the session (best
@@ -47,7 +52,7 @@ from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, Up
 from .. import config
 from ..client.models import SESSION_GONE, TrainingSessionUpdateRequest
 from ..client.reconcile import LIVE_SESSION_STATUSES
-from ._base import BaseProvider, api_client, needs_remote_check
+from ._base import BaseProvider, api_client
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
 from ._lifecycle import get_or_none, kept_while_young, retry_404
@@ -57,12 +62,12 @@ from ._training_session_helpers import (
     _INPUT_KEYS,
     _OUTPUT_KEYS,
     _PATH,
-    _REMOTE_CHECK_KEYS,
     _REPLACE_ON_CHANGES,
+    _SPEC_KEY,
     _UPDATE_IN_PLACE,
     KIND,
     _adopt,
-    _check_against_resource,
+    _check_remote,
     _describe,
     _Inputs,
     _inputs_from_api,
@@ -73,6 +78,7 @@ from ._training_session_helpers import (
     _with_live_mutables,
 )
 from ._transactions import Kind, create_transaction, stop_transaction
+from .model_resource import ModelResource
 
 _LIFECYCLE = Kind(
     name=KIND,
@@ -133,10 +139,18 @@ class SessionMetadataArgs(TypedDict, total=False):
 
 
 class TrainingSessionArgs:
-    """Inputs of a :class:`TrainingSession`. ``display_name`` and ``metadata`` update in place; the rest replace."""
+    """Inputs of a :class:`TrainingSession`. ``display_name`` and ``metadata`` update in place; the rest replace.
 
-    model_resources_id: pulumi.Input[str]
-    """Required. The model resource to run on, usually ``ModelResource(...).id``."""
+    Name the model resource with exactly one of ``model_resource`` (a :class:`ModelResource` of this program)
+    or ``model_resources_id`` (the id of one made elsewhere)."""
+
+    model_resource: ModelResource | None
+    """The :class:`ModelResource` of this program to run on. Preferred: ``pulumi preview`` then validates the
+    session against that resource's declared inputs (LoRA vs full weight, rank <= the model's ``max_rank``)
+    even while the resource is new and its id unknown. Replaces (when the resource is replaced)."""
+    model_resources_id: pulumi.Input[str] | None
+    """The id of an existing model resource made outside this program. Preview checks it exists and is
+    active. Replaces."""
     lora_config: pulumi.Input[LoraConfigArgs] | None
     """LoRA settings ``{rank, alpha, dropout, seed, train_unembed}``; LoRA resources only. Replaces."""
     resume_from_checkpoint_id: pulumi.Input[str] | None
@@ -157,7 +171,7 @@ class TrainingSessionArgs:
 
     def __init__(
         self,
-        model_resources_id: pulumi.Input[str],
+        model_resources_id: pulumi.Input[str] | None = None,
         lora_config: pulumi.Input[LoraConfigArgs] | None = None,
         resume_from_checkpoint_id: pulumi.Input[str] | None = None,
         load_optimizer: pulumi.Input[bool] | None = None,
@@ -166,7 +180,9 @@ class TrainingSessionArgs:
         create_timeout: pulumi.Input[float] | None = None,
         delete_timeout: pulumi.Input[float] | None = None,
         adopt_id: pulumi.Input[str] | None = None,
+        model_resource: ModelResource | None = None,
     ) -> None:
+        self.model_resource = model_resource
         self.model_resources_id = model_resources_id
         self.lora_config = lora_config
         self.resume_from_checkpoint_id = resume_from_checkpoint_id
@@ -221,6 +237,9 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
     """Training checkpoints ``[{id, created_at, step, registration}]``, as of the last read."""
     effective_lora_config: pulumi.Output[dict[str, Any] | None]
     """The LoRA settings the API applies, defaults filled in (absent on a full-weight resource)."""
+    model_resource_spec: pulumi.Output[dict[str, Any] | None]
+    """With ``model_resource``: that resource's declared ``base_model``, ``compute_config`` and
+    ``lora_enabled``, which ``check`` validates the session against at preview."""
 
     def __init__(
         self,
@@ -229,6 +248,16 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {key: getattr(args, key, None) for key in _INPUT_KEYS}
+        resource = getattr(args, "model_resource", None)
+        if args is not None and (resource is None) == (args.model_resources_id is None):
+            # A program error, raised before anything is registered (the provider never sees it).
+            raise TypeError(
+                f"TrainingSession {resource_name!r}: set exactly one of model_resource (a ModelResource of "
+                "this program) or model_resources_id (the id of a model resource made elsewhere)"
+            )
+        if resource is not None:
+            props["model_resources_id"] = resource.id
+            props[_SPEC_KEY] = getattr(resource, "_declared", None)  # None for ModelResource.get(...)
         if args is not None and props["display_name"] is None:
             # The provider never sees the resource name; the API takes at most 128 characters.
             props["display_name"] = resource_name[:_DISPLAY_NAME_MAX]
@@ -250,8 +279,8 @@ class _TrainingSessionProvider(BaseProvider):
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = validate_inputs(_Inputs, news, required=("model_resources_id",), hints=_HINTS)
-        if not failures and needs_remote_check(olds, inputs, _REMOTE_CHECK_KEYS):
-            failures = _check_against_resource(inputs)
+        if not failures:
+            failures = _check_remote(olds, inputs)
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
