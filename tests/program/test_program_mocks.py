@@ -202,5 +202,5 @@ def test_a_session_names_its_resource_exactly_once(both):
         if both
         else TrainingSessionArgs()
     )
-    with pytest.raises(TypeError, match="set exactly one of model_resource .* or model_resources_id"):
+    with pytest.raises(TypeError, match=r"set exactly one of model_resource .* or model_resources_id"):
         TrainingSession("run", args)
