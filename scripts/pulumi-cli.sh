@@ -32,12 +32,35 @@ say() { printf 'pulumi-cli: %s\n' "$*" >&2; }
 # version_ge A B: A >= B, both X.Y.Z.
 version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]; }
 
+# The repository's own language host is stamped with the hash of its source: a cached copy built from older
+# source is rebuilt (a host from upstream or the installer has no stamp and is kept).
+HOST_SRC="$MODULE_DIR/pulumi-language-python/main.go"
+HOST_STAMP=".pulumi-language-python.source-sha256"
+host_hash() { sha256sum "$HOST_SRC" | cut -d' ' -f1; }
+host_current() { [ ! -f "$1/$HOST_STAMP" ] || [ "$(cat "$1/$HOST_STAMP")" = "$(host_hash)" ]; }
+
 # A complete install: the CLI at the pinned version, the Python language host and both Python scripts.
 complete() {
     local bin="$1"
     [ -x "$bin/pulumi" ] && [ -x "$bin/pulumi-language-python" ] && [ -x "$bin/pulumi-language-python-exec" ] \
-        && [ -x "$bin/pulumi-resource-pulumi-python" ] \
+        && [ -x "$bin/pulumi-resource-pulumi-python" ] && host_current "$bin" \
         && [ "$("$bin/pulumi" version 2>/dev/null)" = "v$VERSION" ]
+}
+
+# Rebuilds the repository's language host in place in a cached copy whose stamp is stale (seconds, not minutes).
+refresh_host() {
+    local bin="$1"
+    [ -f "$bin/$HOST_STAMP" ] && ! host_current "$bin" && command -v go >/dev/null 2>&1 || return 1
+    say "the cached Python language host was built from older source: rebuilding it"
+    local work
+    work="$(mktemp -d)"
+    cp -R "$MODULE_DIR" "$work/module"
+    (cd "$work/module" && GOFLAGS="${GOFLAGS:-} -mod=mod" go build -trimpath -tags osusergo,grpcnotrace \
+        -ldflags "-w -s -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$VERSION" \
+        -o "$work/pulumi-language-python" ./pulumi-language-python >&2) || { rm -rf "$work"; return 1; }
+    mv "$work/pulumi-language-python" "$bin/pulumi-language-python"
+    host_hash >"$bin/$HOST_STAMP"
+    rm -rf "$work"
 }
 
 # ------------------------------------------------------------------------------------------ 1. on PATH
@@ -68,7 +91,7 @@ if ! flock -n 9; then
     say "another process is providing pulumi v$VERSION; waiting for it"
     flock 9
 fi
-if [ "$FORCE" != build ] && [ "$FORCE" != install ] && complete "$PREFIX/bin"; then
+if [ "$FORCE" != build ] && [ "$FORCE" != install ] && { complete "$PREFIX/bin" || { refresh_host "$PREFIX/bin" && complete "$PREFIX/bin"; }; }; then
     say "using the cached pulumi v$VERSION ($PREFIX/bin)"
     echo "$PREFIX/bin"
     exit 0
@@ -135,6 +158,7 @@ if command -v go >/dev/null 2>&1; then
     if [ "$host_built" = 0 ]; then
         say "the upstream Python language host is not served by this Go proxy: building the repository's own (scripts/pulumi-cli/pulumi-language-python)"
         build -o "$STAGE/root/bin/pulumi-language-python" ./pulumi-language-python >&2
+        host_hash >"$STAGE/root/bin/$HOST_STAMP"
     fi
 
     # The release ships these two scripts next to the binaries; they are in the sdk/v3 module zip.

@@ -1,8 +1,9 @@
 """``python -m pulumi_together_rl``: the operator's command line.
 
-One subcommand so far, ``orphans`` (:mod:`pulumi_together_rl.orphans`): list, and with ``--stop`` stop, the
-active model resources and training sessions of the API key's user that no given Pulumi stack holds. This
-module only parses the arguments; the logic and its documentation live in that module.
+``orphans`` (:mod:`pulumi_together_rl.orphans`): list, and with ``--stop`` stop, the active model resources
+and training sessions of the API key's user that no given Pulumi stack holds. ``policy-pack <folder>``
+(:mod:`pulumi_together_rl.policy.folder`): write the policy-pack folder that ``pulumi preview --policy-pack``
+takes. This module only parses the arguments; the logic and its documentation live in those modules.
 """
 
 from __future__ import annotations
@@ -96,7 +97,34 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {orphans.DEFAULT_STOP_TIMEOUT:g})",
     )
     sub.set_defaults(handler=_orphans, parser=sub)
+    pack = commands.add_parser(
+        "policy-pack",
+        help="write the Together RL policy-pack folder for `pulumi preview --policy-pack`",
+        description=(
+            "Write FOLDER/PulumiPolicy.yaml and FOLDER/__main__.py (the pack's rules live in this package), "
+            "and FOLDER/policy-config.json with the default settings unless it exists. Then: pulumi preview "
+            "--policy-pack FOLDER --policy-pack-config FOLDER/policy-config.json"
+        ),
+    )
+    pack.add_argument("folder", metavar="FOLDER", help="where to write the pack (created if missing)")
+    pack.add_argument(
+        "--venv",
+        metavar="DIR",
+        help="the venv the pack runs in, with pulumi-together-rl[policy] (default: this Python's, "
+        "written relative to FOLDER)",
+    )
+    pack.set_defaults(handler=_policy_pack)
     return parser
+
+
+def _policy_pack(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .policy import folder
+
+    for path in folder.write(Path(args.folder), Path(args.venv) if args.venv else None):
+        print(path)
+    return 0
 
 
 def _orphans(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@
 //
 // What it leaves out, compared with upstream: plugin discovery from installed packages (GetRequiredPackages
 // answers none, which is right for a program of dynamic resources only), type checkers, `pulumi new` prompts,
-// code generation and policy packs. Everything it does not implement answers gRPC Unimplemented, which the
+// code generation, and plugins that are buildable packages (RunPlugin runs a folder's __main__.py only, which
+// is what a Python policy pack is). Everything it does not implement answers gRPC Unimplemented, which the
 // engine treats as "an older host" where it can.
 package main
 
@@ -204,6 +205,52 @@ func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulum
 		}, nil
 	}
 	return &pulumirpc.RunResponse{}, nil
+}
+
+// RunPlugin runs a Python plugin folder: `python <folder> <args...>` (its __main__.py) with the toolchain of
+// its runtime options. The engine calls it for a policy pack (`pulumi preview --policy-pack <folder>` with a
+// PulumiPolicy.yaml of runtime python); the pack serves the analyzer and prints its port on stdout, which is
+// streamed back to the engine.
+func (h *pythonHost) RunPlugin(
+	req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer,
+) error {
+	info := req.GetInfo()
+	tc, err := resolveToolchain(info)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(info.GetProgramDirectory(), "__main__.py")); err != nil {
+		return fmt.Errorf("the plugin folder %s has no __main__.py: this build's Python language host runs "+
+			"only plugin folders with one (install the official Pulumi CLI for buildable packages)",
+			info.GetProgramDirectory())
+	}
+	args := append([]string{info.GetProgramDirectory()}, req.GetArgs()...)
+	cmd, err := tc.Command(server.Context(), args...)
+	if err != nil {
+		return fmt.Errorf("preparing the Python command: %w", err)
+	}
+	closer, stdout, stderr, err := rpcutil.MakeRunPluginStreams(server, false)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	cmd.Dir = req.GetPwd()
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, req.GetEnv()...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			//nolint:gosec // an exit code fits in 8 bits
+			return server.Send(&pulumirpc.RunPluginResponse{
+				Output: &pulumirpc.RunPluginResponse_Exitcode{Exitcode: int32(exitErr.ExitCode())},
+			})
+		}
+		return fmt.Errorf("running the plugin %s: %w", info.GetProgramDirectory(), err)
+	}
+	return closer.Close()
 }
 
 // InstallDependencies makes the venv and installs the project's dependencies with its toolchain (`pulumi install`).
