@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -242,7 +241,7 @@ def test_the_policy_pack_runs_as_an_executable_too(cli_stack, project, emulator,
     stack = _stack(
         cli_stack, project, emulator, resources=[{"name": "gpu", "base_model": SMALL, "force_stop": True}]
     )
-    stack.name  # noqa: B018 - the stack's name is random: the rule is configured with it
+    # The stack's name is random: the rule is configured with it.
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({"together-rl-no-force-stop": {"stacks": [stack.name]}}))
 
