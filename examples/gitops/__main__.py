@@ -41,7 +41,7 @@ for experiment in experiments:
     sessions[name] = TrainingSession(
         name,
         TrainingSessionArgs(
-            model_resources_id=gpu.id,
+            model_resource=gpu,  # preview validates the session against gpu's declared inputs
             lora_config={"rank": int(experiment["rank"])},
             metadata={
                 "wandb": {

@@ -16,7 +16,7 @@ import yaml
 
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from support.cli import ROOT, active, writes
+from support.cli import ESTIMATE, ROOT, active, writes
 
 EXAMPLES = ROOT / "examples"
 MODEL = "Qwen/Qwen3.5-4B"
@@ -193,6 +193,9 @@ def test_gitops_dev_stack_up_rename_and_destroy(cli_stack, emulator, tmp_path):
     settings = yaml.safe_load((project / "Pulumi.yaml").read_text())
     settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
     (project / "Pulumi.yaml").write_text(yaml.safe_dump(settings))
+    pack = yaml.safe_load((project / "policy" / "PulumiPolicy.yaml").read_text())
+    pack["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+    (project / "policy" / "PulumiPolicy.yaml").write_text(yaml.safe_dump(pack))
     stack = cli_stack(project)
     stack.name = "dev"
     stack.init()
@@ -201,6 +204,26 @@ def test_gitops_dev_stack_up_rename_and_destroy(cli_stack, emulator, tmp_path):
     preview = stack.preview()
     assert "together:ModelResource" in preview.stdout and "team-gpu" in preview.stdout
     assert "gsm8k-r16" in preview.stdout and "3 to create" in preview.stdout
+    assert "estimated 11.00 USD/h" in preview.output
+    assert writes(emulator, estimates=True) == [ESTIMATE]
+
+    # The workflow's preview: the policy pack with dev's settings reports the total and passes...
+    policy = (
+        "--policy-pack",
+        str(project / "policy"),
+        "--policy-pack-config",
+        str(project / "policy" / "dev.json"),
+    )
+    assert "together-rl: stack total 11.00 USD/h over 1 model resource(s)" in stack.preview(*policy).output
+    # ...and a pull request that takes dev over its budget (20 USD/h) fails its preview, creating nothing.
+    stack.set("generatorReplicas", 3)
+    over = stack.preview(*policy, check=False)
+    assert over.returncode != 0 and "together-rl-budget" in over.output, over
+    assert (
+        "stack total 22.00 USD/h" in over.output
+        and "exceeds the budget max_price_per_hour 20.00" in over.output
+    )
+    stack.set("generatorReplicas", 1)
     assert writes(emulator) == []
 
     stack.up()

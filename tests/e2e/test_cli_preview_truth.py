@@ -17,7 +17,7 @@ import pytest
 
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest
-from support.cli import active, writes
+from support.cli import ESTIMATE, active, writes
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = "Qwen/Qwen3.5-35B-A3B"  # emulator: max_rank 32, LoRA only, 4 trainer GPUs + 2 per generator replica
@@ -62,14 +62,6 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
-ESTIMATE = ("POST", "/v1/rl/model-resources/estimate-cost")
-
-
-def creates(emulator) -> list[tuple[str, str]]:
-    """The writes since the last look, estimates left out: an estimate-cost POST creates nothing."""
-    return [w for w in writes(emulator) if w != ESTIMATE]
-
-
 def _stack(cli_stack, project, emulator, **config):
     stack = cli_stack(project)
     stack.init({f"preview-truth:{k}": v for k, v in config.items()})
@@ -98,11 +90,11 @@ def test_a_too_high_rank_on_a_new_resource_fails_preview_with_no_post(cli_stack,
     output = _refused(stack.preview(check=False), "lora_config.rank")
 
     assert "rank 48 exceeds the max_rank 32 of Qwen/Qwen3.5-35B-A3B" in output
-    assert creates(emulator) == []
+    assert writes(emulator) == []
     # And `pulumi up` (its preview) fails the same way, before the model resource is created. (With
     # --skip-preview the engine registers the session only once the resource has its id: too late.)
     _refused(stack.run("up", "--yes", check=False), "lora_config.rank")
-    assert creates(emulator) == [] and active(emulator)["model_resources"] == []
+    assert writes(emulator) == [] and active(emulator)["model_resources"] == []
 
 
 def test_lora_config_on_a_new_full_weight_resource_fails_preview(cli_stack, project, emulator):
@@ -116,7 +108,7 @@ def test_lora_config_on_a_new_full_weight_resource_fails_preview(cli_stack, proj
 
     output = _refused(stack.preview(check=False), "lora_config")
 
-    assert "full-weight" in output and creates(emulator) == []
+    assert "full-weight" in output and writes(emulator) == []
 
 
 @pytest.mark.parametrize("what", ["model_resources_id", "session adopt_id", "resource adopt_id"])
@@ -134,7 +126,7 @@ def test_a_reference_that_does_not_exist_fails_preview_naming_its_field(cli_stac
 
     assert "exists" in output and "404" in output
     assert "skipped" not in output.lower() and "pulumi refresh" not in output
-    assert creates(emulator) == []
+    assert writes(emulator) == []
 
 
 def test_preview_shows_each_model_resources_price_and_the_ceiling_fails_it(cli_stack, project, emulator):
@@ -155,12 +147,12 @@ def test_preview_shows_each_model_resources_price_and_the_ceiling_fails_it(cli_s
     assert re.search(r"price_per_hour\s*:\s*11", preview.stdout) and re.search(
         r"currency\s*:\s*\"USD\"", preview.stdout
     )
-    assert writes(emulator) == [ESTIMATE] * 2
+    assert writes(emulator, estimates=True) == [ESTIMATE] * 2
 
     stack.set("preview-truth:resources", [{"name": "big", "base_model": BIG, "replicas": 2, "max_price": 40}])
     output = _refused(stack.preview(check=False), "max_price_per_hour")
     assert "44.00 USD/h, exceeds max_price_per_hour 40.00" in output
-    assert creates(emulator) == []
+    assert writes(emulator) == []
 
     # Deployed, the price is an output with its currency; an unchanged preview asks the API nothing.
     stack.set("preview-truth:resources", [{"name": "small", "base_model": SMALL}])
@@ -210,7 +202,7 @@ def test_the_policy_pack_enforces_the_budget_and_reports_the_total(cli_stack, pr
     assert "together-rl-budget" in result.output and "mandatory" in result.output
     assert "stack total 44.00 USD/h over 2 model resource(s) (big 33.00, small 11.00)" in result.output
     assert "exceeds the budget max_price_per_hour 40.00" in result.output
-    assert writes(emulator) == [ESTIMATE] * 2  # nothing created
+    assert writes(emulator, estimates=True) == [ESTIMATE] * 2  # nothing created
 
     over_config.write_text(json.dumps({"together-rl-budget": {"max_price_per_hour": 50}}))
     passed = stack.preview("--policy-pack", str(over), "--policy-pack-config", str(over_config))
@@ -231,7 +223,7 @@ def test_the_policy_pack_refuses_six_sessions_on_one_lora_resource(cli_stack, pr
     assert "together-rl-session-caps" in result.output
     assert "model resource gpu has 6 training sessions declared on it" in result.output
     assert "takes at most 5" in result.output
-    assert creates(emulator) == []
+    assert writes(emulator) == []
     # Five pass.
     stack.set("preview-truth:sessions", sessions[:5])
     stack.preview("--policy-pack", str(folder), "--policy-pack-config", str(settings))

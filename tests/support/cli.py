@@ -202,6 +202,11 @@ def active(emulator: Any) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def writes(emulator: Any, clear: bool = True) -> list[tuple[str, str]]:
-    """The emulator's non-GET public API requests since the last clear: (method, path)."""
-    return [(r["method"], r["path"]) for r in emulator.control.requests(clear=clear) if r["method"] != "GET"]
+ESTIMATE = ("POST", "/v1/rl/model-resources/estimate-cost")
+
+
+def writes(emulator: Any, clear: bool = True, *, estimates: bool = False) -> list[tuple[str, str]]:
+    """The emulator's requests that change something since the last clear: (method, path). An estimate-cost
+    POST (what check asks at preview) changes nothing and is left out unless ``estimates``."""
+    found = [(r["method"], r["path"]) for r in emulator.control.requests(clear=clear) if r["method"] != "GET"]
+    return [w for w in found if estimates or w != ESTIMATE]
