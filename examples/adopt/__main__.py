@@ -29,7 +29,7 @@ gpu = ModelResource(
 run = TrainingSession(
     "adopted-session",
     TrainingSessionArgs(
-        model_resources_id=gpu.id,
+        model_resource=gpu,
         display_name=config.get("sessionName") or "adopted-session",
         adopt_id=config.require("sessionId"),
     ),

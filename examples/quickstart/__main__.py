@@ -25,7 +25,7 @@ gpu = ModelResource(
 run = TrainingSession(
     "gsm8k",
     TrainingSessionArgs(
-        model_resources_id=gpu.id,
+        model_resource=gpu,
         lora_config={"rank": 32},
         metadata={"wandb": {"project": "grpo-gsm8k"}},
     ),

@@ -49,7 +49,7 @@ for index in range(count):
         TrainingSession(
             f"trial-{index}",
             TrainingSessionArgs(
-                model_resources_id=gpu.id,
+                model_resource=gpu,
                 display_name=display_name,
                 lora_config={"rank": rank, "alpha": 2 * rank},
                 metadata={"wandb": wandb},
