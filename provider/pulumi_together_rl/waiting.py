@@ -1,4 +1,4 @@
-"""The one polling loop every wait of the provider goes through.
+"""The one polling loop every wait of the provider goes through, and the watcher that serves it.
 
 ``wait_for`` polls ``fetch`` until ``done`` says the object reached its target state, ``failed`` says it never
 will, or ``timeout`` seconds pass. Rules:
@@ -24,6 +24,10 @@ will, or ``timeout`` seconds pass. Rules:
   ``model resource 3f2a…: PENDING, queue position 3, 40 s``.
 
 Clock, sleep and the output stream are injectable so tests run without real time passing.
+
+The provider's waits get their observations from a :class:`Watcher` (one per kind of object in the process:
+one list request per tick serves every waiting object, see its docstring): ``fetch`` is a
+:meth:`Subscription.fetch`, which blocks until the watcher's next tick, and ``sleep`` does nothing.
 """
 
 from __future__ import annotations
@@ -188,3 +192,154 @@ def progress_line(line: str, out: IO[str] | None = None) -> None:
 
 def _progress(out: IO[str], line: str) -> None:
     progress_line(line, out)
+
+
+# ---------------------------------------------------------------------------------------------- the watcher
+
+NOTHING: Any = object()
+"""No observation in hand (a :meth:`Watcher.watch` without ``first``)."""
+_NOTHING = NOTHING
+
+
+class NoAnswerYet(Exception):
+    """A wait's deadline came before the watcher's first answer (it is no news, like an API outage)."""
+
+
+class Watcher:
+    """One per kind of object (and client) in the process, like a Kubernetes shared informer: every waiting
+    object registers, and one thread serves them all with **one list request per tick** (``list_all``, which
+    returns ``{id: object}`` for the objects a list can show), and a ``get_one`` only for a registered id the
+    list did not show (it ended and left the filtered list, or the list lags a create). ``get_one`` returns
+    ``None`` for a 404.
+
+    The tick adapts: ``pace(objects)`` is the seconds until the next tick given the latest observation of every
+    registered object (fast near an expected flip, slow deep in a capacity queue). A failed tick is delivered
+    to every waiter (a transient one is no news to :func:`wait_for`), and the next one waits at least the
+    failure's ``retry_after`` (429), else twice the pace. The thread ends when nobody is registered.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        list_all: Callable[[], dict[str, Any]],
+        get_one: Callable[[str], Any],
+        pace: Callable[[list[Any]], float],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self._list_all, self._get_one, self._pace, self._clock = list_all, get_one, pace, clock
+        self._cond = threading.Condition()
+        self._subs: dict[int, Subscription] = {}
+        self._next_key = 0
+        self._thread: threading.Thread | None = None
+        self._wake = False
+        self.calls = 0  # requests made (lists and gets), for the benchmark
+
+    def watch(self, ident: str, first: Any = _NOTHING) -> Subscription:
+        """Register ``ident``; ``first`` is an observation already in hand (the create's own answer), which the
+        first fetch returns without a request."""
+        with self._cond:
+            key = self._next_key
+            self._next_key += 1
+            sub = Subscription(self, key, ident, first)
+            self._subs[key] = sub
+            if first is _NOTHING:
+                self._wake = True  # a newcomer with nothing in hand: tick now
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"watcher-{self.name}", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        return sub
+
+    def _drop(self, key: int) -> None:
+        with self._cond:
+            self._subs.pop(key, None)
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._subs:
+                    self._thread = None
+                    return
+                subs = list(self._subs.values())
+            delay = self._tick(subs)
+            deadline = self._clock() + delay
+            with self._cond:
+                while self._subs and not self._wake:
+                    remaining = deadline - self._clock()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                self._wake = False
+
+    def _tick(self, subs: list[Subscription]) -> float:
+        try:
+            self.calls += 1
+            seen = self._list_all()
+            observed = {}
+            for ident in {s.ident for s in subs}:
+                if ident in seen:
+                    observed[ident] = seen[ident]
+                else:
+                    self.calls += 1
+                    observed[ident] = self._get_one(ident)
+        except Exception as exc:
+            for sub in subs:
+                sub._deliver(error=exc)
+            latest = [s._latest for s in subs if s._latest is not _NOTHING]
+            pace = self._pace(latest)
+            return max(float(getattr(exc, "retry_after", None) or 0.0), 2 * pace)
+        for sub in subs:
+            sub._deliver(value=observed[sub.ident])
+        return self._pace(list(observed.values()))
+
+
+class Subscription:
+    """One waiter's view of a :class:`Watcher`: :meth:`fetch` for :func:`wait_for` returns the next observation
+    (blocking until the watcher's next tick, at most until :meth:`until`), and :meth:`close` unregisters."""
+
+    def __init__(self, watcher: Watcher, key: int, ident: str, first: Any) -> None:
+        self._watcher, self._key, self.ident = watcher, key, ident
+        self._latest: Any = first
+        self._error: BaseException | None = None
+        self._fresh = first is not _NOTHING
+        self._deadline = float("inf")
+
+    def until(self, deadline: float) -> Subscription:
+        self._deadline = deadline
+        return self
+
+    def _deliver(self, *, value: Any = _NOTHING, error: BaseException | None = None) -> None:
+        with self._watcher._cond:
+            if error is None:
+                self._latest, self._error = value, None
+            else:
+                self._error = error
+            self._fresh = True
+            self._watcher._cond.notify_all()
+
+    def fetch(self) -> Any:
+        cond = self._watcher._cond
+        with cond:
+            while not self._fresh:
+                remaining = self._deadline - self._watcher._clock()
+                if remaining <= 0:
+                    break
+                cond.wait(min(remaining, 60.0))
+            self._fresh = False
+            if self._error is not None:
+                raise self._error
+            if self._latest is _NOTHING:  # the deadline came before the first tick
+                raise NoAnswerYet(f"no answer from the API yet ({self._watcher.name})")
+            return self._latest
+
+    def close(self) -> None:
+        self._watcher._drop(self._key)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

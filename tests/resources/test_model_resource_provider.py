@@ -308,6 +308,7 @@ def quick_abandon(monkeypatch):
 
 
 def test_a_404_just_after_the_post_is_read_after_write_lag_not_a_failure(rig):
+    rig.control.configure(list_lag=3600)  # lists never show it: the watcher asks by GET
     rig.control.add_fault(method="GET", path=_GET_ONE, status=404, times=2)
 
     created = rig.create_resource()
@@ -317,6 +318,7 @@ def test_a_404_just_after_the_post_is_read_after_write_lag_not_a_failure(rig):
 
 
 def test_a_lasting_404_after_the_post_stops_the_resource_retrying_a_stop_that_404s(rig, quick_abandon):
+    rig.control.configure(list_lag=3600)  # lists never show it: the watcher asks by GET
     rig.control.add_fault(method="GET", path=_GET_ONE, status=404, times=1000)
     rig.control.add_fault(method="POST", path=_STOP, status=404, times=1)
 
@@ -329,6 +331,7 @@ def test_a_lasting_404_after_the_post_stops_the_resource_retrying_a_stop_that_40
 
 
 def test_a_stop_that_keeps_answering_404_says_the_resource_may_still_exist(rig, quick_abandon):
+    rig.control.configure(list_lag=3600)  # lists never show it: the watcher asks by GET
     rig.control.add_fault(method="GET", path=_GET_ONE, status=404, times=1000)
     rig.control.add_fault(method="POST", path=_STOP, status=404, times=1000)
 

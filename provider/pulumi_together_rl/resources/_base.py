@@ -26,10 +26,10 @@ from pulumi.dynamic import ConfigureRequest, ResourceProvider
 from .. import config
 from ..client import errors
 from ..waiting import format_elapsed
-from . import _lookups
+from . import _lookups, _watch
 from ._errors import ProviderError, _configuration_cause, base_url_todo, explain, log
 from ._inputs import PROVIDER_KEY, changed_keys
-from ._server import shorten_tracebacks
+from ._server import shorten_tracebacks, widen_the_pool
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
@@ -47,6 +47,7 @@ class BaseProvider(ResourceProvider):
     def configure(self, req: ConfigureRequest) -> None:
         config.configure(req.config)
         shorten_tracebacks()  # in the provider server only: errors shown as their one sentence
+        widen_the_pool()  # in the provider server only: every create and delete runs at once
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
@@ -114,6 +115,7 @@ def clear_caches() -> None:
                 pass
         _clients.clear()
     _lookups.clear()
+    _watch.clear()
     with _failures_lock:
         _remote_failures.clear()
 

@@ -17,9 +17,8 @@ from typing import Any, NoReturn, TypeVar
 
 from pulumi.dynamic import ReadResult
 
-from .. import config
 from ..client import errors
-from ..waiting import format_elapsed, wait_for
+from ..waiting import NOTHING, NoAnswerYet, format_elapsed, wait_for
 from ._errors import ProviderError, explain, log
 
 T = TypeVar("T")
@@ -116,26 +115,35 @@ made, so a 404 may be read-after-write lag rather than proof it is gone)."""
 
 
 def wait(
-    fetch: Callable[[], T | None],
+    client: Any,
+    kind: str,
+    ident: str,
     *,
     done: Callable[[T | None], bool],
     failed: Callable[[T | None], bool],
     describe: Callable[[T | None], str],
     timeout: float,
     not_found_grace: float = 0.0,
+    first: Any = NOTHING,
+    wrap: Callable[[Callable[[], T | None]], Callable[[], T | None]] | None = None,
 ) -> T | None:
-    """:func:`waiting.wait_for` with the configured poll interval; 429, 5xx and connection failures of a poll
-    are no news (the wait lasts its whole timeout through an API outage)."""
-    return wait_for(
-        fetch,
-        done=done,
-        failed=failed,
-        describe=describe,
-        timeout=float(timeout),
-        poll_interval=config.current().poll_interval,
-        not_found_grace=not_found_grace,
-        transient=errors.is_transient,
-    )
+    """:func:`waiting.wait_for` on the process's watcher of ``kind`` (:mod:`._watch`): one list per tick serves
+    every wait of the kind. ``first`` is an observation in hand (a create's own answer): the first check uses
+    it, with no request. ``wrap`` decorates the fetch (a delete's re-stop). 429, 5xx and connection failures of
+    a tick are no news (the wait lasts its whole timeout through an API outage)."""
+    from . import _watch
+
+    with _watch.watcher(client, kind).watch(ident, first).until(time.monotonic() + float(timeout)) as sub:
+        return wait_for(
+            wrap(sub.fetch) if wrap else sub.fetch,
+            done=done,
+            failed=failed,
+            describe=describe,
+            timeout=float(timeout),
+            not_found_grace=not_found_grace,
+            transient=lambda exc: errors.is_transient(exc) or isinstance(exc, NoAnswerYet),
+            sleep=lambda seconds: None,  # the watcher paces: fetch blocks until its next tick
+        )
 
 
 def persist(

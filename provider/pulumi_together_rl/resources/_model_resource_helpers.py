@@ -289,9 +289,14 @@ def _describe(id_: str):
     return describe
 
 
-def _wait_ready(client: Any, id_: str, inputs: Mapping[str, Any]) -> WireModelResource:
+def _wait_ready(client: Any, first: WireModelResource, inputs: Mapping[str, Any]) -> WireModelResource:
+    """Wait for READY, starting from ``first`` (the create's answer, or the adopted object as read)."""
+    id_ = first.id
     return wait(
-        lambda: get_or_none(client.get_model_resource, id_),
+        client,
+        KIND,
+        id_,
+        first=first,
         done=lambda mr: mr is not None and mr.status == ModelResourceStatus.READY,
         failed=lambda mr: mr is None or mr.status in RESOURCE_GONE,
         describe=_describe(id_),
@@ -347,7 +352,7 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
         raise ProviderError("adopting", KIND, id_, f"its settings differ from the declared inputs: {'; '.join(mismatched)}",
                             "Declare the inputs it was created with, or remove adopt_id to create a new one")  # fmt: skip
     try:
-        ready = _wait_ready(client, id_, inputs)
+        ready = _wait_ready(client, live, inputs)
     except Exception as exc:  # not ours to stop: it existed before this program
         raise ProviderError("adopting", KIND, id_, *explain(exc, "adopting")) from exc
     return CreateResult(id_, _to_outputs(inputs, ready))

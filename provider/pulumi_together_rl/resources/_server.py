@@ -1,5 +1,18 @@
-"""The one seam into the Pulumi SDK's dynamic-provider server: errors the user reads are one sentence.
+"""The one seam into the Pulumi SDK's dynamic-provider server: errors the user reads are one sentence, and every
+create and delete of a stack runs at once.
 
+**Worker pool.** The server serves its RPCs from ``futures.ThreadPoolExecutor(max_workers=4)``, and a create
+holds its worker until READY / RUNNING: a stack of 2 resources + 16 sessions ran 4 operations at a time, and a
+READY resource waited (billing, idle) for its sessions to get a worker. :func:`widen_the_pool` raises that
+executor's ``_max_workers`` to :data:`POOL_SIZE` from inside ``configure`` (which runs on one of its workers: the
+executor is the one whose threads include the current thread), so the next RPCs get threads of their own. The
+waits themselves are cheap (they block on the process's watcher, :mod:`._watch`), so 128 idle threads cost
+memory only. Version guard: only in the running server module, and only where the executor still has the
+private ``_max_workers``, ``_threads`` and ``_adjust_thread_count`` of CPython 3.8-3.13; anywhere else it warns
+once and the server keeps its 4 workers. Upstream change that removes the need: let ``pulumi.dynamic``'s
+server take its worker count from the environment (or serve with ``grpc.aio``).
+
+**Tracebacks.**
 The server (``python -m pulumi.dynamic``, module ``pulumi.dynamic.__main__``) answers an exception from
 ``create``/``read``/``update``/``delete``/``diff``/``check`` with ``context.abort(UNKNOWN,
 traceback.format_exc())``, so the CLI prints 13 to 26 lines of Python traceback around the one useful line.
@@ -49,6 +62,43 @@ def server_module() -> ModuleType | None:
     if main is not None and getattr(spec, "name", None) == _SERVER_MODULE:
         return main
     return None
+
+
+POOL_SIZE = 128
+"""Workers of the dynamic-provider server once widened: more than any stack's concurrent operations."""
+
+_widened = False
+
+
+def widen_the_pool(size: int = POOL_SIZE) -> bool:
+    """Raise the server's worker count to ``size`` once; whether it is (at least) that wide now."""
+    global _widened
+    if _widened:
+        return True
+    if server_module() is None:
+        return False
+    import concurrent.futures
+    import gc
+
+    me = threading.current_thread()
+    with _lock:
+        if _widened:
+            return True
+        pools = [
+            o
+            for o in gc.get_objects()
+            if isinstance(o, concurrent.futures.ThreadPoolExecutor) and me in getattr(o, "_threads", ())
+        ]
+        if len(pools) != 1 or not all(hasattr(pools[0], a) for a in ("_max_workers", "_adjust_thread_count")):
+            from ._errors import log
+
+            log("warning: pulumi_together_rl could not widen the dynamic-provider server's 4 workers (another "
+                "pulumi SDK or Python version): at most 4 creates and deletes run at once")  # fmt: skip
+            _widened = True  # warn once
+            return False
+        pools[0]._max_workers = max(pools[0]._max_workers, size)
+        _widened = True
+    return True
 
 
 def shorten_tracebacks() -> bool:

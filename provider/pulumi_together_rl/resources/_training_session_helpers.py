@@ -305,9 +305,14 @@ def _describe(id_: str):
     return describe
 
 
-def _wait_running(client: Any, id_: str, inputs: Mapping[str, Any]) -> WireTrainingSession:
+def _wait_running(client: Any, first: WireTrainingSession, inputs: Mapping[str, Any]) -> WireTrainingSession:
+    """Wait for RUNNING, starting from ``first`` (the create's answer, or the adopted session)."""
+    id_ = first.id
     return wait(
-        lambda: get_or_none(client.get_training_session, id_),
+        client,
+        KIND,
+        id_,
+        first=first,
         done=lambda ts: ts is not None and ts.status == TrainingSessionStatus.RUNNING,
         failed=lambda ts: (
             ts is None or ts.status in SESSION_GONE or ts.status == TrainingSessionStatus.STOPPING
@@ -342,8 +347,8 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
                                 "adopt_id to create a new one")  # fmt: skip
         patch = _patch(_inputs_from_api(live), inputs)
         if patch:
-            client.update_training_session(id_, TrainingSessionUpdateRequest.model_validate(patch))
-        running = _wait_running(client, id_, inputs)  # not ours to stop on failure: it existed before
+            live = client.update_training_session(id_, TrainingSessionUpdateRequest.model_validate(patch))
+        running = _wait_running(client, live, inputs)  # not ours to stop on failure: it existed before
     except ProviderError:
         raise
     except Exception as exc:

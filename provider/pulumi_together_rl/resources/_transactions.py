@@ -68,7 +68,7 @@ def create_transaction(
     request: Any,
     ident: str | None,
     *,
-    wait_until: Callable[[str], Any],
+    wait_until: Callable[[Any], Any],
     to_outputs: Callable[[Any], dict[str, Any]],
 ) -> CreateResult:
     """One create, whatever happens: journal the intent, POST (or take over what an interrupted create of the
@@ -97,7 +97,7 @@ def create_transaction(
             if posted:
                 entry.record(created.id)
                 log(f"{kind.name} {created.id}: created ({created.status.short}); waiting for {kind.target}")
-            outputs = to_outputs(wait_until(created.id))
+            outputs = to_outputs(wait_until(created))  # the answer in hand is the first observation
         except BaseException as exc:
             stopped: list[bool] = []
             try:
@@ -161,7 +161,10 @@ def stop_transaction(
         raise ProviderError("deleting", kind.name, ident, *explain(exc, "deleting")) from exc
     try:
         wait(
-            restopping(fetch, stop, kind.untouched, f"{kind.name} {ident}"),
+            client,
+            kind.name,
+            ident,
+            wrap=lambda fetch: restopping(fetch, stop, kind.untouched, f"{kind.name} {ident}"),
             done=lambda obj: obj is None or kind.gone(obj),
             failed=lambda obj: False,
             describe=describe,

@@ -295,7 +295,7 @@ class _ModelResourceProvider(BaseProvider):
             client,
             _to_request(inputs),
             inputs.get("base_model"),
-            wait_until=lambda id_: _wait_ready(client, id_, inputs),
+            wait_until=lambda created: _wait_ready(client, created, inputs),
             to_outputs=lambda ready: _to_outputs(inputs, ready),
         )
 

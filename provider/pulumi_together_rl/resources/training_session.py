@@ -299,7 +299,7 @@ class _TrainingSessionProvider(BaseProvider):
             client,
             _to_request(inputs),
             ident,
-            wait_until=lambda id_: _wait_running(client, id_, inputs),
+            wait_until=lambda created: _wait_running(client, created, inputs),
             to_outputs=lambda running: _to_outputs(inputs, running),
         )
 

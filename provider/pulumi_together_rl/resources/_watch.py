@@ -1,0 +1,108 @@
+"""The process's watchers: one :class:`~pulumi_together_rl.waiting.Watcher` per client and kind of object, and
+how fast each ticks.
+
+Every wait of the provider (a create waiting for READY / RUNNING, a delete waiting for the slot to free) of one
+kind shares one watcher: one list request per tick (``created_by=me``, the statuses a list can show a waiting
+object in, every page) serves them all, and a GET is made only for a waiting object the list did not show (it
+ended and left the list, or the list lags its create). 8 sessions starting at once cost one list per tick, not 8
+GETs.
+
+The tick follows the state of what is waited for (the quickest need wins):
+
+* near an expected flip (a resource CREATING, a session starting, anything stopping, position 1 in the
+  capacity queue, or an object not seen yet): :data:`FAST_TICK` (1 s), so readiness is seen within a second;
+* in a capacity queue: ``2 s`` per place ahead, up to three poll intervals (30 s by default): the position
+  says how far the flip is;
+* under 429: at least the ``Retry-After``, else twice the pace (:class:`~pulumi_together_rl.waiting.Watcher`).
+
+``together:pollInterval`` (``TOGETHER_RL_POLL_INTERVAL``) caps the fast tick (tests set it to a few ms).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .. import config
+from ..client.models import ModelResourceStatus, TrainingSessionStatus
+from ..waiting import Watcher
+from ._lifecycle import get_or_none
+
+FAST_TICK = 1.0
+"""Seconds between ticks near an expected flip."""
+
+SECONDS_PER_PLACE = 2.0
+"""Seconds between ticks per place ahead in a capacity queue."""
+
+_RESOURCE_LISTED = (
+    ModelResourceStatus.PENDING,
+    ModelResourceStatus.CREATING,
+    ModelResourceStatus.READY,
+    ModelResourceStatus.STOPPING,
+)
+_SESSION_LISTED = (
+    TrainingSessionStatus.CREATING,
+    TrainingSessionStatus.RUNNING,
+    TrainingSessionStatus.STOPPING,
+)
+
+_lock = threading.Lock()
+_watchers: dict[tuple[int, str], Watcher] = {}
+
+
+def _fast() -> float:
+    return min(FAST_TICK, config.current().poll_interval)
+
+
+def resource_pace(objects: list[Any]) -> float:
+    fast, slow = _fast(), 3 * config.current().poll_interval
+    paces = [fast]
+    if objects:
+        paces = []
+        for mr in objects:
+            queue = mr.status_details.queue_position if mr is not None and mr.status_details else None
+            if mr is not None and mr.status == ModelResourceStatus.PENDING and queue and queue > 1:
+                paces.append(max(fast, min(slow, SECONDS_PER_PLACE * queue)))
+            else:
+                paces.append(fast)
+    return min(paces)
+
+
+def session_pace(objects: list[Any]) -> float:
+    return _fast()
+
+
+def watcher(client: Any, kind: str) -> Watcher:
+    """The process's watcher of ``kind`` (``"model resource"`` / ``"training session"``) for ``client``."""
+    key = (id(client), kind)
+    with _lock:
+        found = _watchers.get(key)
+        if found is None:
+            found = _watchers[key] = _make(client, kind)
+        return found
+
+
+def _make(client: Any, kind: str) -> Watcher:
+    if kind == "model resource":
+        return Watcher(
+            kind,
+            list_all=lambda: {
+                mr.id: mr for mr in client.iter_model_resources(status=_RESOURCE_LISTED, created_by="me")
+            },
+            get_one=lambda ident: get_or_none(client.get_model_resource, ident),
+            pace=resource_pace,
+        )
+    return Watcher(
+        kind,
+        list_all=lambda: {
+            ts.id: ts for ts in client.iter_training_sessions(status=_SESSION_LISTED, created_by="me")
+        },
+        get_one=lambda ident: get_or_none(client.get_training_session, ident),
+        pace=session_pace,
+    )
+
+
+def clear() -> None:
+    """Forget the watchers (tests; their threads end with their last waiter)."""
+    with _lock:
+        _watchers.clear()
