@@ -293,3 +293,34 @@ def test_adopt_takes_over_existing_objects_and_only_references_the_shared_one(pr
     with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
         client.stop_model_resource(shared.id)
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def test_every_session_of_a_ready_resource_starts_at_once_through_the_provider_server(
+    provider_process, emulator
+):
+    # The dynamic-provider server has 4 workers and a create holds one until RUNNING: 8 sessions took two
+    # waves. Widened (resources/_server.py), all 8 POSTs arrive while the first session is still starting.
+    emulator.control.configure(session_cap_lora=16, timings={"session_creating": 4.0})
+    stack = Stack(EXAMPLES / "sweep", provider_process, emulator, {"sessions": 8, "loraRanks": [8]})
+    stack.requests()
+
+    run = stack.up()
+
+    assert run.exports["session_statuses"] == ["RUNNING"] * 8
+    log = emulator.control.requests()
+    posts = [r["at"] for r in log if r["method"] == "POST" and r["path"] == "/v1/rl/training-sessions"]
+    assert len(posts) == 8
+    spread = _seconds(max(posts)) - _seconds(min(posts))
+    assert spread < 4.0, f"the 8 session creates were sent over {spread:.1f} s: some waited for a worker"
+    # One watcher serves the 8 waits: the sessions are listed, not fetched one by one.
+    gets = [r for r in log if r["method"] == "GET" and r["path"].startswith("/v1/rl/training-sessions/")]
+    lists = [r for r in log if r["method"] == "GET" and r["path"] == "/v1/rl/training-sessions"]
+    assert len(lists) >= 1 and len(gets) <= 8, (len(lists), len(gets))
+
+
+def _seconds(at: str | float) -> float:
+    from datetime import datetime
+
+    return (
+        at if isinstance(at, (int, float)) else datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+    )

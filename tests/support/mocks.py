@@ -13,6 +13,8 @@ Pulumi docs: "Unit testing Pulumi programs" (set_mocks); pulumi-dynamic-provider
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import copy
 import dataclasses
@@ -218,6 +220,10 @@ def run_main(
     pulumi.runtime.set_mocks(
         mocks, project=project, stack=stack, preview=preview, monitor=RecordingMonitor(mocks)
     )
+    # The SDK makes its (blocking) RegisterResource calls in the event loop's default executor. The CLI's exec
+    # shim sizes it to 4 x the engine's parallelism; asyncio's default (cpu + 4 threads: 6 here) would run at
+    # most 6 creates at once, which the real engine does not.
+    asyncio.get_event_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=64))
     full = _full_config(config, project)
     pulumi.runtime.set_all_config(full, [k if ":" in k else f"{project}:{k}" for k in secret_keys])
     exports: dict[str, Any] = {}
