@@ -201,6 +201,10 @@ NOTHING: Any = object()
 _NOTHING = NOTHING
 
 
+COALESCE = 0.05
+"""Seconds a tick brought forward by a newcomer waits for others registering at the same moment."""
+
+
 class NoAnswerYet(Exception):
     """A wait's deadline came before the watcher's first answer (it is no news, like an API outage)."""
 
@@ -258,21 +262,25 @@ class Watcher:
             self._cond.notify_all()
 
     def _run(self) -> None:
+        with self._cond:  # waiters that came with an observation in hand are not asked about at once
+            delay = self._pace([s._latest for s in self._subs.values() if s._latest is not _NOTHING])
+        deadline = self._clock() + delay
         while True:
             with self._cond:
-                if not self._subs:
-                    self._thread = None
-                    return
-                subs = list(self._subs.values())
-            delay = self._tick(subs)
-            deadline = self._clock() + delay
-            with self._cond:
-                while self._subs and not self._wake:
+                while self._subs:
+                    if self._wake:  # a newcomer with nothing in hand: tick soon, with whoever else joins
+                        deadline = min(deadline, self._clock() + min(COALESCE, delay))
                     remaining = deadline - self._clock()
                     if remaining <= 0:
                         break
                     self._cond.wait(remaining)
-                self._wake = False
+                if not self._subs:
+                    self._thread = None
+                    return
+                subs = list(self._subs.values())
+                self._wake = False  # this tick serves every newcomer so far
+            delay = self._tick(subs)
+            deadline = self._clock() + delay
 
     def _tick(self, subs: list[Subscription]) -> float:
         try:

@@ -17,6 +17,7 @@ from pulumi.dynamic import CreateResult
 
 from .. import journal
 from ..client import errors
+from ..waiting import NOTHING
 from ._errors import ProviderError, explain, log
 from ._lifecycle import (
     _aware,
@@ -139,8 +140,11 @@ def stop_transaction(
     sessions), then wait until the object holds nothing, sending the stop again if it did not take.
     ``still_held`` is what to do when that wait fails."""
     fetch = lambda: get_or_none(lambda i: kind.get(client, i), ident)  # noqa: E731
+    answer: Any = NOTHING  # the stop's own answer: the wait's first observation
     try:
-        persist(lambda: retry_404(stop, props=props), window=timeout, what=f"{kind.name} {ident}: stopping")
+        answer = persist(
+            lambda: retry_404(stop, props=props), window=timeout, what=f"{kind.name} {ident}: stopping"
+        )
     except errors.NotFound:
         not_found_on_stop(kind.name, ident, props)
         return
@@ -164,6 +168,7 @@ def stop_transaction(
             client,
             kind.name,
             ident,
+            first=answer if getattr(answer, "id", None) == ident else NOTHING,
             wrap=lambda fetch: restopping(fetch, stop, kind.untouched, f"{kind.name} {ident}"),
             done=lambda obj: obj is None or kind.gone(obj),
             failed=lambda obj: False,
