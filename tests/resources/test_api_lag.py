@@ -21,7 +21,8 @@ def _status(rig, key, ident):
 
 def test_refresh_keeps_a_young_object_the_api_answers_404_for(rig, capsys):
     created = rig.create_resource()
-    rig.control.configure(read_lag=120.0)  # every object is "too young to be seen" for now
+    # Every object is "too young to be seen" for now, by lists (which refresh reads first) and by GET.
+    rig.control.configure(read_lag=120.0, list_lag=120.0)
 
     kept = rig.resources.read(created.id, created.outs)
 

@@ -196,3 +196,15 @@ def test_a_changed_estimate_alone_is_no_diff(rig):
     diff = rig.resources.diff("mr-1", olds, {**olds, "price_per_hour": 99.0})
 
     assert diff.changes is False
+
+
+def test_a_refresh_of_many_objects_is_one_list_per_kind(rig):
+    created = [rig.create_resource() for _ in range(5)]
+    rig.control.clear_requests()
+    from pulumi_together_rl.resources import _lookups
+
+    _lookups.clear()  # a new refresh
+    for c in created:
+        assert rig.resources.read(c.id, c.outs).id == c.id
+
+    assert [(r["method"], r["path"]) for r in rig.control.requests()] == [("GET", "/v1/rl/model-resources")]

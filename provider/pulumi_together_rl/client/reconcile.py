@@ -4,8 +4,8 @@ Reconciliation of an ambiguous create
 -------------------------------------
 Together takes no idempotency key on create, so a create whose outcome is unknown is never simply resent:
 
-1. **Snapshot.** Before the first send, the create lists the ids of the caller's *active* objects of that
-   kind (model resources: ``created_by=me``, PENDING/CREATING/READY; sessions: ``created_by=me``, the
+1. **Snapshot.** Before the first send, the create lists (or joins a concurrent create's in-flight listing
+   of) the ids of the caller's *active* objects of that kind (model resources: ``created_by=me``, PENDING/CREATING/READY; sessions: ``created_by=me``, the
    request's ``model_resources_id``, CREATING/RUNNING). None of these can be the one it is about to make. If
    this listing fails, the create fails at once with that error: nothing was sent, so nothing was created.
 2. **Candidates.** After an ambiguous failure, a candidate is an active object that is not in the snapshot,
@@ -55,6 +55,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+from ..singleflight import SingleFlight
 from .errors import ApiConnectionError, ApiError, TogetherError, is_transient
 from .matching import resource_matches, session_matches
 from .models import (
@@ -73,6 +74,8 @@ from .wire import _RESOURCES, _SESSIONS, M, _pages, _parse
 #: Seconds a create whose failure the server itself answered keeps looking before it concludes that nothing was
 #: made and resends: a list can lag a create by a few seconds, and one look right away would miss the object.
 LIST_LAG = 5.0
+
+_SNAPSHOTS: SingleFlight[frozenset[str]] = SingleFlight(ttl=0.0)
 
 #: Delays between the lookups of an unanswered create: the first, doubling up to the cap.
 SETTLE_FIRST_DELAY = 0.5
@@ -158,7 +161,10 @@ class CreateReconciler:
         find: Callable[[frozenset[str]], M | None],
     ) -> M:
         transport = self._transport
-        existing = self._snapshot(kind, snapshot)
+        # Concurrent creates of one kind (and resource) share one in-flight snapshot: it was taken before any
+        # of their sends, which is all a snapshot must be. Nothing is cached past it.
+        scope = (self.base_url, kind.name, getattr(req, "model_resources_id", None))
+        existing = _SNAPSHOTS.get(scope, lambda: self._snapshot(kind, snapshot))
         body = req.to_wire()
         budget = transport.attempts()
         while True:

@@ -5,20 +5,17 @@ Each is **single-flight**: N threads of the provider server that ask for the sam
 and all of them get its answer (or its exception). A preview checks every resource of the stack concurrently,
 so without this a stack of 20 resources would ask ``GET /v1/rl/supported-models`` 20 times.
 
-Why by hand: ``functools.cache`` has no single-flight and no expiry, and the well-kept cache libraries
-(cachetools) lock around lookups but not around the call, so concurrent misses all call. What is needed is a
-dict, a lock and one ``threading.Event`` per key in flight.
+The mechanism is :class:`~pulumi_together_rl.singleflight.SingleFlight` (shared with the client's create
+snapshots).
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import config
+from ..singleflight import SingleFlight
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
@@ -36,65 +33,9 @@ OBJECT_TTL = 10.0
 """How long (seconds) a looked-up resource or session serves other checks (its status can change)."""
 
 
-class SingleFlight(Generic[V]):
-    """A keyed cache whose concurrent misses of one key make one call. Failures are not cached."""
-
-    def __init__(self, ttl: float) -> None:
-        self._ttl = ttl
-        self._lock = threading.Lock()
-        self._values: dict[Hashable, tuple[float, V]] = {}
-        self._flights: dict[Hashable, _Flight[V]] = {}
-
-    def get(self, key: Hashable, call: Callable[[], V]) -> V:
-        with self._lock:
-            cached = self._values.get(key)
-            if cached is not None and time.monotonic() - cached[0] < self._ttl:
-                return cached[1]
-            flight = self._flights.get(key)
-            leader = flight is None
-            if leader:
-                flight = self._flights[key] = _Flight()
-        assert flight is not None
-        if not leader:
-            return flight.wait()
-        try:
-            value = call()
-        except BaseException as exc:
-            flight.fail(exc)
-            raise
-        finally:
-            with self._lock:
-                self._flights.pop(key, None)
-        with self._lock:
-            self._values[key] = (time.monotonic(), value)
-        flight.succeed(value)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._values.clear()
-
-
-class _Flight(Generic[V]):
-    def __init__(self) -> None:
-        self._done = threading.Event()
-        self._value: Any = None
-        self._error: BaseException | None = None
-
-    def succeed(self, value: V) -> None:
-        self._value = value
-        self._done.set()
-
-    def fail(self, exc: BaseException) -> None:
-        self._error = exc
-        self._done.set()
-
-    def wait(self) -> V:
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
+LIST_TTL = 2.0
+"""How long (seconds) one list of a kind's live objects answers refresh reads: a refresh reads every object
+of the stack at once, and N reads should cost one list, not N GETs."""
 
 _supported: SingleFlight[SupportedModelList] = SingleFlight(SUPPORTED_MODELS_TTL)
 _estimates: SingleFlight[CostEstimate] = SingleFlight(ESTIMATE_TTL)
@@ -127,6 +68,27 @@ def training_session(client: TogetherRL, session_id: str) -> TrainingSession:
     )
 
 
+_listed: SingleFlight[dict[str, Any]] = SingleFlight(LIST_TTL)
+
+
+def listed(client: TogetherRL, kind: str) -> dict[str, Any]:
+    """``{id: object}`` of the caller's live objects of ``kind`` (``"model resource"``: PENDING, CREATING,
+    READY; ``"training session"``: CREATING, RUNNING, STOPPING), from one paginated list shared for
+    :data:`LIST_TTL` seconds. An id missing from it is not proof of anything (a list may lag, or the object is
+    another user's): the caller asks by GET."""
+    from ..client.models import ModelResourceStatus as R
+    from ..client.models import TrainingSessionStatus as S
+
+    def call() -> dict[str, Any]:
+        if kind == "model resource":
+            found = client.iter_model_resources(status=(R.PENDING, R.CREATING, R.READY), created_by="me")
+        else:
+            found = client.iter_training_sessions(status=(S.CREATING, S.RUNNING, S.STOPPING), created_by="me")
+        return {o.id: o for o in found}
+
+    return _listed.get((config.current().base_url, kind), call)
+
+
 def clear() -> None:
-    for cache in (_supported, _estimates, _resources, _sessions):
+    for cache in (_supported, _estimates, _resources, _sessions, _listed):
         cache.clear()

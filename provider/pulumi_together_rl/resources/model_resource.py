@@ -63,6 +63,7 @@ from .. import config
 from ..client import errors
 from ..client.models import RESOURCE_GONE, SESSION_HOLDS_SLOT
 from ..client.reconcile import LIVE_RESOURCE_STATUSES
+from . import _lookups as lookups
 from ._base import BaseProvider, api_client
 from ._errors import ProviderError, explain, log
 from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
@@ -302,7 +303,10 @@ class _ModelResourceProvider(BaseProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         client = api_client("reading", KIND, id_)
         try:
-            live = get_or_none(lambda i: retry_404(lambda: client.get_model_resource(i), props=props), id_)
+            # One list answers every read of a refresh; a GET only for what it does not show.
+            live = lookups.listed(client, KIND).get(id_) or get_or_none(
+                lambda i: retry_404(lambda: client.get_model_resource(i), props=props), id_
+            )
         except Exception as exc:
             raise ProviderError("reading", KIND, id_, *explain(exc)) from exc
         if live is None and (kept := kept_while_young(KIND, id_, props, _INPUT_KEYS)) is not None:
