@@ -12,7 +12,7 @@ help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
 	@echo "make test        # the whole test suite, the real-CLI tests included where the CLI can be provided (what CI runs)"
 	@echo "make cli         # provide the pinned Pulumi CLI (scripts/pulumi-cli.sh) and print its folder"
-	@echo "make bench       # provider throughput: 1 model resource + 8 sessions vs 1 + 1, against the emulator"
+	@echo "make bench       # how the provider waits (overshoot, requests, 2 + 16 / 4 + 20 convergence) next to the together SDK"
 	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI), audited"
 	@echo "make lint        # ruff"
 	@echo "make importtime  # import cost of pulumi_together_rl next to the official together SDK"
@@ -45,7 +45,7 @@ format: sync
 	$(UV) run --frozen ruff check --fix provider tests examples
 
 bench: sync
-	$(UV) run --frozen python scripts/bench_provider.py
+	$(UV) run --frozen python scripts/bench_waits.py
 
 # The CLI cycles run with the CLI that scripts/pulumi-cli.sh provides; without one they are skipped.
 chaos: sync

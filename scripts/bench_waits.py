@@ -5,8 +5,8 @@ providers run in the Pulumi SDK's own dynamic-provider server (`python -m pulumi
 driven over gRPC by the test suite's stand-in engine, as `pulumi up` / `pulumi destroy` drive them. Requests are
 told apart by their User-Agent in the emulator's request log.
 
-1. Ready-detection overshoot: single model-resource creates that become READY after D seconds (D = 12, 27, 44,
-   58: not multiples of the SDK's 10 s interval, whose phase would make its overshoot 0 or 10 s), each run next
+1. Ready-detection overshoot: single model-resource creates that become READY after D seconds (D = 12.4, 27.7,
+   44.2, 58.9: off both tools' tick phases, which would make an overshoot 0 or a whole interval), each run next
    to the SDK's `ModelResourcesClient.create`; overshoot = the end of the wait minus the flip.
 2. Requests: 8 concurrent session waits of ~30 s against one, and against the SDK's `SessionClient.create` x 8.
 3. Convergence with session start 10 s and stop 5 s: 1 + 1, 2 + 16 and 4 + 20 (create + destroy), and how long a
@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,12 +86,12 @@ class Bench:
             results: dict[str, tuple[str, float]] = {}
             with self.engine() as engine:
 
-                def ours_wait() -> None:
+                def ours_wait(results: dict = results) -> None:
                     checked = engine.check(MR, "gpu", {}, {"__provider": MR_BLOB, "base_model": MODEL})
                     ident, _ = engine.create(MR, "gpu", checked.inputs)
                     results["ours"] = (ident, time.time())
 
-                def sdk_wait() -> None:
+                def sdk_wait(results: dict = results) -> None:
                     client = ModelResourcesClient.create(
                         api_key=API_KEY, base_url=self.server.base_url, base_model=MODEL
                     )
@@ -130,11 +130,18 @@ class Bench:
 
             def sdk(i: int) -> None:
                 SessionClient.create(
-                    model_resources_id=gpu, api_key=API_KEY, base_url=self.server.base_url, display_name=f"s{i}"
+                    model_resources_id=gpu,
+                    api_key=API_KEY,
+                    base_url=self.server.base_url,
+                    display_name=f"s{i}",
                 )
 
             with ThreadPoolExecutor(2 * n) as pool, contextlib.redirect_stdout(io.StringIO()):
-                list(pool.map(lambda f: f[0](f[1]), [(ours, i) for i in range(n)] + [(sdk, i) for i in range(n)]))
+                list(
+                    pool.map(
+                        lambda f: f[0](f[1]), [(ours, i) for i in range(n)] + [(sdk, i) for i in range(n)]
+                    )
+                )
         return len(self.requests(ours=True)), len(self.requests(ours=False))
 
     # ---------------------------------------------------------------------------------------------- 3
@@ -169,7 +176,11 @@ class Bench:
         ready_at = {o["id"]: _at(o["created_at"]) + 5.0 for o in state["model_resources"]}
         first_post: dict[str, float] = {}
         for r in self.control.requests():
-            if r["method"] == "POST" and r["path"] == "/v1/rl/training-sessions" and isinstance(r["body"], dict):
+            if (
+                r["method"] == "POST"
+                and r["path"] == "/v1/rl/training-sessions"
+                and isinstance(r["body"], dict)
+            ):
                 rid = r["body"].get("model_resources_id")
                 first_post[rid] = min(first_post.get(rid, float("inf")), _at(r["at"]))
         idle = max(first_post[rid] - ready_at[rid] for rid in first_post)
@@ -206,17 +217,19 @@ def verdict(ok: bool) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", type=int, nargs="*", default=[1, 2, 3, 4])
     args = parser.parse_args()
     missed = 0
     with EmulatorServer(timings=FAST) as server:
         bench = Bench(server)
         if 1 in args.only:
-            ours, sdk = bench.overshoot([12.0, 27.0, 44.0, 58.0])
+            ours, sdk = bench.overshoot([12.4, 27.7, 44.2, 58.9])
             mean_ours, mean_sdk = sum(ours) / len(ours), sum(sdk) / len(sdk)
             ratio = mean_ours / mean_sdk
-            print("1. ready-detection overshoot, single waits of 12/27/44/58 s")
+            print("1. ready-detection overshoot, single waits of 12.4/27.7/44.2/58.9 s")
             print(f"   provider {' '.join(f'{x:.2f}' for x in ours)} s (mean {mean_ours:.2f} s); SDK "
                   f"{' '.join(f'{x:.2f}' for x in sdk)} s (mean {mean_sdk:.2f} s)")  # fmt: skip
             print(f"   ratio {ratio:.2f} (target <= 0.20: {verdict(ratio <= 0.2)})")

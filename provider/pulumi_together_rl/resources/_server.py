@@ -5,10 +5,11 @@ create and delete of a stack runs at once.
 holds its worker until READY / RUNNING: a stack of 2 resources + 16 sessions ran 4 operations at a time, and a
 READY resource waited (billing, idle) for its sessions to get a worker. :func:`widen_the_pool` raises that
 executor's ``_max_workers`` to :data:`POOL_SIZE` from inside ``configure`` (which runs on one of its workers: the
-executor is the one whose threads include the current thread), so the next RPCs get threads of their own. The
+executor is the one whose threads include the current thread), so the next RPCs get threads of their own, and
+those already queued behind the 4 busy workers get theirs at once. The
 waits themselves are cheap (they block on the process's watcher, :mod:`._watch`), so 128 idle threads cost
 memory only. Version guard: only in the running server module, and only where the executor still has the
-private ``_max_workers``, ``_threads`` and ``_adjust_thread_count`` of CPython 3.8-3.13; anywhere else it warns
+private ``_max_workers``, ``_threads``, ``_work_queue`` and ``_adjust_thread_count`` of CPython 3.8-3.13; anywhere else it warns
 once and the server keeps its 4 workers. Upstream change that removes the need: let ``pulumi.dynamic``'s
 server take its worker count from the environment (or serve with ``grpc.aio``).
 
@@ -89,14 +90,20 @@ def widen_the_pool(size: int = POOL_SIZE) -> bool:
             for o in gc.get_objects()
             if isinstance(o, concurrent.futures.ThreadPoolExecutor) and me in getattr(o, "_threads", ())
         ]
-        if len(pools) != 1 or not all(hasattr(pools[0], a) for a in ("_max_workers", "_adjust_thread_count")):
+        needed = ("_max_workers", "_adjust_thread_count", "_work_queue")
+        if len(pools) != 1 or not all(hasattr(pools[0], a) for a in needed):
             from ._errors import log
 
             log("warning: pulumi_together_rl could not widen the dynamic-provider server's 4 workers (another "
                 "pulumi SDK or Python version): at most 4 creates and deletes run at once")  # fmt: skip
             _widened = True  # warn once
             return False
-        pools[0]._max_workers = max(pools[0]._max_workers, size)
+        pool = pools[0]
+        pool._max_workers = max(pool._max_workers, size)
+        # A thread is started only when work is submitted: RPCs queued behind the 4 busy workers before now
+        # (a destroy sends all its deletes at once) get theirs here.
+        for _ in range(pool._work_queue.qsize()):
+            pool._adjust_thread_count()
         _widened = True
     return True
 
