@@ -223,7 +223,8 @@ def run_main(
     # The SDK makes its (blocking) RegisterResource calls in the event loop's default executor. The CLI's exec
     # shim sizes it to 4 x the engine's parallelism; asyncio's default (cpu + 4 threads: 6 here) would run at
     # most 6 creates at once, which the real engine does not.
-    asyncio.get_event_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=64))
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=64)
+    asyncio.get_event_loop().set_default_executor(executor)
     full = _full_config(config, project)
     pulumi.runtime.set_all_config(full, [k if ":" in k else f"{project}:{k}" for k in secret_keys])
     exports: dict[str, Any] = {}
@@ -236,7 +237,10 @@ def run_main(
         root = settings.get_root_resource()
         return _collect(dict(getattr(root, "outputs", {})), exports, secrets)
 
-    run()
+    try:
+        run()
+    finally:
+        executor.shutdown(wait=True)  # as the exec shim does when the program ends
     return exports, secrets
 
 
