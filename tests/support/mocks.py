@@ -241,6 +241,8 @@ def run_main(
         run()
     finally:
         executor.shutdown(wait=True)  # as the exec shim does when the program ends
+        # The loop outlives this program (pytest runs later tests in it): leave it a default executor that runs.
+        asyncio.get_event_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor())
     return exports, secrets
 
 
