@@ -238,7 +238,6 @@ class Watcher:
         self._next_key = 0
         self._thread: threading.Thread | None = None
         self._wake = False
-        self.calls = 0  # requests made (lists and gets), for the benchmark
 
     def watch(self, ident: str, first: Any = _NOTHING) -> Subscription:
         """Register ``ident``; ``first`` is an observation already in hand (the create's own answer), which the
@@ -262,6 +261,15 @@ class Watcher:
             self._cond.notify_all()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # a bug here must end the waits with it, not leave them blocked
+            with self._cond:
+                subs, self._thread = list(self._subs.values()), None
+            for sub in subs:
+                sub._deliver(error=exc)  # each waiter raises it (not this thread: no stray traceback)
+
+    def _loop(self) -> None:
         with self._cond:  # waiters that came with an observation in hand are not asked about at once
             delay = self._pace([s._latest for s in self._subs.values() if s._latest is not _NOTHING])
         deadline = self._clock() + delay
@@ -284,14 +292,12 @@ class Watcher:
 
     def _tick(self, subs: list[Subscription]) -> float:
         try:
-            self.calls += 1
             seen = self._list_all()
             observed = {}
             for ident in {s.ident for s in subs}:
                 if ident in seen:
                     observed[ident] = seen[ident]
                 else:
-                    self.calls += 1
                     observed[ident] = self._get_one(ident)
         except Exception as exc:
             for sub in subs:

@@ -129,3 +129,20 @@ def test_the_thread_ends_with_its_last_waiter():
     before = api.lists
     time.sleep(0.1)
     assert api.lists == before
+
+
+def test_a_broken_pace_ends_the_waits_instead_of_blocking_them():
+    api = Api()
+    api.objects["x"] = "A"
+    api.listed.add("x")
+
+    def pace(objects):
+        if objects:
+            raise ZeroDivisionError("pace bug")
+        return 0.01
+
+    watcher = Watcher("thing", list_all=api.list_all, get_one=api.get_one, pace=pace)
+    with watcher.watch("x").until(time.monotonic() + 5) as sub, pytest.raises(ZeroDivisionError):
+        sub.fetch()
+        sub.fetch()
+    assert watcher._thread is None

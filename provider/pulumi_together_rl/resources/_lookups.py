@@ -72,21 +72,12 @@ _listed: SingleFlight[dict[str, Any]] = SingleFlight(LIST_TTL)
 
 
 def listed(client: TogetherRL, kind: str) -> dict[str, Any]:
-    """``{id: object}`` of the caller's live objects of ``kind`` (``"model resource"``: PENDING, CREATING,
-    READY; ``"training session"``: CREATING, RUNNING, STOPPING), from one paginated list shared for
-    :data:`LIST_TTL` seconds. An id missing from it is not proof of anything (a list may lag, or the object is
-    another user's): the caller asks by GET."""
-    from ..client.models import ModelResourceStatus as R
-    from ..client.models import TrainingSessionStatus as S
+    """``{id: object}`` of the caller's existing objects of ``kind`` (the watcher's own list,
+    :func:`._watch.list_live`), shared for :data:`LIST_TTL` seconds. An id missing from it is not proof of
+    anything (a list may lag, or the object is another user's): the caller asks by GET."""
+    from ._watch import list_live
 
-    def call() -> dict[str, Any]:
-        if kind == "model resource":
-            found = client.iter_model_resources(status=(R.PENDING, R.CREATING, R.READY), created_by="me")
-        else:
-            found = client.iter_training_sessions(status=(S.CREATING, S.RUNNING, S.STOPPING), created_by="me")
-        return {o.id: o for o in found}
-
-    return _listed.get((config.current().base_url, kind), call)
+    return _listed.get((config.current().base_url, kind), lambda: list_live(client, kind))
 
 
 def clear() -> None:

@@ -181,9 +181,7 @@ def _ask(client: Any, inputs: dict[str, Any]) -> tuple[list[CheckFailure], Any]:
     try:
         return [], estimate_cost(client, _to_request(inputs))
     except (errors.BadRequest, errors.Conflict) as exc:  # the API would refuse this create
-        field = (
-            exc.param if exc.param in _HINTS or (exc.param or "").split(".")[0] in _HINTS else "base_model"
-        )
+        field = exc.param if (exc.param or "").split(".")[0] in _HINTS else "base_model"
         return [CheckFailure(field, f"the API refuses this model resource (HTTP {exc.status}: {exc.message}). "
                                     f"{_HINTS.get(field, 'Fix that input')}")], None  # fmt: skip
 

@@ -34,17 +34,31 @@ FAST_TICK = 1.0
 SECONDS_PER_PLACE = 2.0
 """Seconds between ticks per place ahead in a capacity queue."""
 
-_RESOURCE_LISTED = (
-    ModelResourceStatus.PENDING,
-    ModelResourceStatus.CREATING,
-    ModelResourceStatus.READY,
-    ModelResourceStatus.STOPPING,
-)
-_SESSION_LISTED = (
-    TrainingSessionStatus.CREATING,
-    TrainingSessionStatus.RUNNING,
-    TrainingSessionStatus.STOPPING,
-)
+LISTED = {
+    "model resource": (
+        ModelResourceStatus.PENDING,
+        ModelResourceStatus.CREATING,
+        ModelResourceStatus.READY,
+        ModelResourceStatus.STOPPING,
+    ),
+    "training session": (
+        TrainingSessionStatus.CREATING,
+        TrainingSessionStatus.RUNNING,
+        TrainingSessionStatus.STOPPING,
+    ),
+}
+"""The statuses a list of each kind asks for: every state a wait or a refresh can find an existing object in
+(an object that has ended leaves the list, and is asked for by GET)."""
+
+
+def list_live(client: Any, kind: str) -> dict[str, Any]:
+    """``{id: object}`` of the caller's objects of ``kind`` in :data:`LISTED` statuses (one list, every page)."""
+    if kind == "model resource":
+        found = client.iter_model_resources(status=LISTED[kind], created_by="me")
+    else:
+        found = client.iter_training_sessions(status=LISTED[kind], created_by="me")
+    return {o.id: o for o in found}
+
 
 _lock = threading.Lock()
 _watchers: dict[tuple[int, str], Watcher] = {}
@@ -83,22 +97,12 @@ def watcher(client: Any, kind: str) -> Watcher:
 
 
 def _make(client: Any, kind: str) -> Watcher:
-    if kind == "model resource":
-        return Watcher(
-            kind,
-            list_all=lambda: {
-                mr.id: mr for mr in client.iter_model_resources(status=_RESOURCE_LISTED, created_by="me")
-            },
-            get_one=lambda ident: get_or_none(client.get_model_resource, ident),
-            pace=resource_pace,
-        )
+    get = client.get_model_resource if kind == "model resource" else client.get_training_session
     return Watcher(
         kind,
-        list_all=lambda: {
-            ts.id: ts for ts in client.iter_training_sessions(status=_SESSION_LISTED, created_by="me")
-        },
-        get_one=lambda ident: get_or_none(client.get_training_session, ident),
-        pace=session_pace,
+        list_all=lambda: list_live(client, kind),
+        get_one=lambda ident: get_or_none(get, ident),
+        pace=resource_pace if kind == "model resource" else session_pace,
     )
 
 
