@@ -10,6 +10,11 @@
 #   4. sets together:baseUrl and together:apiKey (as a secret), runs `pulumi up --yes`, prints the outputs
 #   5. runs `pulumi destroy --yes`, removes the stack, stops the emulator and cleans up, even when a step fails
 #
+# One Ctrl-C: the terminal signals the whole foreground process group (make, this script, `pulumi`), but not the
+# emulator, which runs in a session of its own. `pulumi up` cancels as Pulumi does (the creates already started
+# finish, a few seconds with the emulator's timings; nothing new starts), then cleanup destroys the stack, prints
+# what the emulator still holds, and only then stops it.
+#
 # The Pulumi CLI comes from scripts/pulumi-cli.sh (PATH, the per-user cache, the official installer or a Go
 # build); where none of those works it stops at once with exit status 1 and says what to install.
 set -euo pipefail
@@ -56,19 +61,60 @@ BACKEND_DIR="$STATE_DIR/$STACK" # one backend per run: runs never share (or dele
 STACK_CREATED=0
 STACK_REMOVED=0
 EMULATOR_PID=""
+BASE_URL=""
+
+# Every object the emulator holds, as one JSON line, then whether any is still active (exit status 1 if one is).
+# The last step runs it, and so does cleanup after a failure or an interrupt, before it stops the emulator.
+report_emulator() {
+    "$PYTHON" - "$BASE_URL" <<'PY'
+import json
+import sys
+import urllib.request
+
+with urllib.request.urlopen(sys.argv[1] + "/_emulator/state", timeout=10) as answer:
+    state = json.load(answer)
+gone = {"resource": ("STOPPING", "STOPPED", "ERROR"), "session": ("STOPPED", "EXPIRED", "ERROR")}
+objects = [
+    {"kind": kind, "id": obj["id"], "status": obj["status"]}
+    for kind, key in (("resource", "model_resources"), ("session", "training_sessions"))
+    for obj in state[key]
+]
+print("emulator objects: " + json.dumps(objects))
+active = [obj["id"] for obj in objects if not obj["status"].endswith(gone[obj["kind"]])]
+if active:
+    sys.exit(f"still active after destroy: {', '.join(active)}")
+print(
+    f"{len(state['model_resources'])} model resource(s) and {len(state['training_sessions'])} session(s) "
+    "were created; none is active now."
+)
+PY
+}
 
 cleanup() {
     local status=$?
-    trap - EXIT INT TERM
+    trap - EXIT
+    # From here on a second Ctrl-C (or a TERM, or a hangup) must not cut the cleanup short: the emulator runs in
+    # a session of its own, and nothing else would stop it. (The commands below inherit the ignored signals,
+    # unless they install handlers of their own.)
+    trap '' INT TERM HUP
     set +e
     if [ "$STACK_CREATED" = 1 ] && [ "$STACK_REMOVED" = 0 ]; then
-        say "cleaning up after a failure: destroying and removing stack $STACK"
+        local why="a failure"
+        case "$status" in
+            129) why="a hangup" ;;
+            130) why="Ctrl-C" ;;
+            143) why="SIGTERM" ;;
+        esac
+        say "cleaning up after $why: destroying and removing stack $STACK"
         pulumi destroy --yes --skip-preview --non-interactive --stack "$STACK" >"$WORK/cleanup-destroy.log" 2>&1 \
             || { echo "pulumi destroy failed during cleanup:"; tail -n 20 "$WORK/cleanup-destroy.log"; }
         pulumi stack rm --yes --force --non-interactive --stack "$STACK" >/dev/null 2>&1
     fi
     rm -f "$ROOT/Pulumi.$STACK.yaml"
     if [ -n "$EMULATOR_PID" ] && kill -0 "$EMULATOR_PID" 2>/dev/null; then
+        if [ "$status" -ne 0 ] && [ -n "$BASE_URL" ]; then
+            report_emulator
+        fi
         kill "$EMULATOR_PID" 2>/dev/null
         wait "$EMULATOR_PID" 2>/dev/null
     fi
@@ -80,19 +126,29 @@ cleanup() {
     fi
     exit "$status"
 }
+# Bash runs a trap once the foreground command has ended: after one Ctrl-C, once the cancelled `pulumi up` has
+# finished what it started.
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP # a closed terminal: the emulator, in its own session, gets no hangup of its own
 
 # -------------------------------------------------------------------------------------------- emulator
 say "starting the Together RL emulator on a free loopback port"
 DEMO_API_KEY="demo-key-not-a-secret"
-"$PYTHON" -m pulumi_together_rl.emulator --host 127.0.0.1 --port 0 --api-key "$DEMO_API_KEY" \
+# More emulator options from TOGETHER_RL_DEMO_EMULATOR_ARGS (split on spaces), after the defaults so that a
+# --timings there wins: tests/e2e/test_demo_interrupt.py holds the model resource in PENDING with it.
+read -r -a EXTRA_EMULATOR_ARGS <<<"${TOGETHER_RL_DEMO_EMULATOR_ARGS:-}"
+# In a session of its own (os.setsid, then exec, so $! is the emulator; macOS has no setsid(1)): an emulator in
+# the terminal's process group dies with the Ctrl-C, and the cancelled `pulumi up` and cleanup's destroy then
+# wait on a dead API (up to the 3600 s create timeout). cleanup stops it, after the destroy.
+"$PYTHON" -c 'import os, sys; os.setsid(); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])' \
+    -m pulumi_together_rl.emulator --host 127.0.0.1 --port 0 --api-key "$DEMO_API_KEY" \
     --timings resource_pending=4,resource_creating=3,resource_stopping=2,session_creating=2,session_stopping=1 \
+    ${EXTRA_EMULATOR_ARGS[@]+"${EXTRA_EMULATOR_ARGS[@]}"} \
     >"$WORK/emulator.out" 2>"$WORK/emulator.err" &
 EMULATOR_PID=$!
 
-BASE_URL=""
 for _ in $(seq 1 300); do
     # A complete first line (newline included) is the base URL.
     if [ "$(wc -l <"$WORK/emulator.out")" -ge 1 ]; then
@@ -150,27 +206,7 @@ say "pulumi destroy"
 pulumi destroy --yes --non-interactive --stack "$STACK"
 
 say "checking that nothing is left running in the emulator"
-"$PYTHON" - "$BASE_URL" <<'PY'
-import json
-import sys
-import urllib.request
-
-with urllib.request.urlopen(sys.argv[1] + "/_emulator/state", timeout=10) as answer:
-    state = json.load(answer)
-gone = {"resource": ("STOPPING", "STOPPED", "ERROR"), "session": ("STOPPED", "EXPIRED", "ERROR")}
-active = [
-    obj["id"]
-    for kind, key in (("resource", "model_resources"), ("session", "training_sessions"))
-    for obj in state[key]
-    if not obj["status"].endswith(gone[kind])
-]
-if active:
-    sys.exit(f"still active after destroy: {', '.join(active)}")
-print(
-    f"{len(state['model_resources'])} model resource(s) and {len(state['training_sessions'])} session(s) "
-    "were created; none is active now."
-)
-PY
+report_emulator
 
 pulumi stack rm --yes --non-interactive --stack "$STACK"
 STACK_REMOVED=1

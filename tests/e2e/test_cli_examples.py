@@ -8,8 +8,10 @@ stop is dropped by refresh and recreated by up; destroy leaves nothing active in
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -186,9 +188,33 @@ def test_sweep_refresh_drops_an_out_of_band_stop_and_up_recreates_it(cli_stack, 
     assert_nothing_active(emulator)
 
 
+WORKFLOW = EXAMPLES / "gitops" / ".github" / "workflows" / "pulumi.yml"
+
+
+def expand(text: str, values: dict[str, str]) -> str:
+    """A workflow value with its ``${{ ... }}`` expressions replaced; an expression not in ``values`` fails."""
+
+    def one(match: re.Match) -> str:
+        expression = match.group(1).strip()
+        assert expression in values, f"the workflow now uses {expression!r}: simulate it here too"
+        return values[expression]
+
+    return re.sub(r"\$\{\{(.*?)\}\}", one, text)
+
+
+GIT = ("git", "-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid", "-c", "commit.gpgsign=false")
+
+
+def git(workspace: Path, *args: str) -> None:
+    subprocess.run([*GIT, *args], cwd=workspace, check=True, capture_output=True)
+
+
 def test_gitops_dev_stack_up_rename_and_destroy(cli_stack, emulator, tmp_path):
-    # The committed Pulumi.dev.yaml belongs to the repository: run a copy of the project, with the venv by path.
-    project = tmp_path / "gitops"
+    # The committed Pulumi.dev.yaml belongs to the repository: run a copy of the project, with the venv by path,
+    # where the workflow has it in a checkout of the repository (the runner's workspace).
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    workspace = tmp_path / "workspace"
+    project = workspace / workflow["env"]["PROJECT_DIR"]
     shutil.copytree(EXAMPLES / "gitops", project, ignore=shutil.ignore_patterns(".github"))
     settings = yaml.safe_load((project / "Pulumi.yaml").read_text())
     settings["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
@@ -215,16 +241,57 @@ def test_gitops_dev_stack_up_rename_and_destroy(cli_stack, emulator, tmp_path):
         str(project / "policy" / "dev.json"),
     )
     assert "together-rl: stack total 11.00 USD/h over 1 model resource(s)" in stack.preview(*policy).output
-    # ...and a pull request that takes dev over its budget (20 USD/h) fails its preview, creating nothing.
+    assert writes(emulator) == []
+
+    # A pull request that takes dev over its budget (20 USD/h on main) and raises the budget to 100 USD/h in the
+    # same change: a branch of a real git repository, checked out as the preview job checks it out.
+    (workspace / ".gitignore").write_text("__pycache__/\n")
+    git(workspace, "init", "--quiet", "--initial-branch=main")
+    git(workspace, "add", "--all")
+    git(workspace, "commit", "--quiet", "--message=main")
+    git(workspace, "switch", "--quiet", "--create", "raise-budget")
     stack.set("generatorReplicas", 3)
-    over = stack.preview(*policy, check=False)
+    settings = json.loads((project / "policy" / "dev.json").read_text())
+    settings["together-rl-budget"]["max_price_per_hour"] = 100
+    (project / "policy" / "dev.json").write_text(json.dumps(settings))
+    git(workspace, "commit", "--quiet", "--all", "--message=3 generator replicas, and the budget to match")
+    job = workflow["jobs"]["preview"]
+    (base,) = [step for step in job["steps"] if step.get("with", {}).get("ref") == "${{ github.base_ref }}"]
+    (action,) = [step for step in job["steps"] if step.get("uses", "").startswith("pulumi/actions@")]
+    values = {
+        "github.workspace": str(workspace),
+        "github.base_ref": "main",  # the pull request's base branch
+        "env.PROJECT_DIR": workflow["env"]["PROJECT_DIR"],
+        "matrix.stack": "dev",
+    }
+    # actions/checkout with `ref` and `path`: the base branch's tree in that folder of the workspace.
+    base_dir = workspace / expand(base["with"]["path"], values)
+    git(
+        workspace,
+        "worktree",
+        "add",
+        "--quiet",
+        "--detach",
+        str(base_dir),
+        expand(base["with"]["ref"], values),
+    )
+    packs, configs = (expand(action["with"][key], values) for key in ("policyPacks", "policyPackConfigs"))
+    assert Path(packs) == project / "policy"
+    assert Path(configs) == base_dir / project.relative_to(workspace) / "policy" / "dev.json"
+
+    over = stack.preview("--policy-pack", packs, "--policy-pack-config", configs, check=False)
     assert over.returncode != 0 and "together-rl-budget" in over.output, over
     assert (
         "stack total 22.00 USD/h" in over.output
         and "exceeds the budget max_price_per_hour 20.00" in over.output
     )
-    stack.set("generatorReplicas", 1)
+    # The branch's own settings would have let it through: the base branch's copy is what stopped it.
+    own = str(project / "policy" / "dev.json")
+    passed = stack.preview("--policy-pack", packs, "--policy-pack-config", own)
+    assert "stack total 22.00 USD/h" in passed.output and "exceeds the budget" not in passed.output
     assert writes(emulator) == []
+    git(workspace, "switch", "--quiet", "main")  # the pull request is not merged
+    assert json.loads(Path(own).read_text())["together-rl-budget"]["max_price_per_hour"] == 20
 
     stack.up()
     assert len(active(emulator)["model_resources"]) == 1

@@ -9,6 +9,7 @@ hold (the API key as a secret), so the provider is configured through Configure 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,100 @@ def test_gitops_promoting_dev_config_to_prod_replaces_the_resource_and_its_sessi
 
     stack.engine.destroy()
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+# ------------------------------------------------------------------------ the gitops example's workflows
+
+WORKFLOWS = EXAMPLES / "gitops" / ".github" / "workflows"
+
+
+def _workflow(name: str) -> dict[str, Any]:
+    workflow = yaml.safe_load((WORKFLOWS / name).read_text())
+    # Valid GitHub Actions shape: triggers (YAML 1.1 reads the key `on` as True), and jobs of steps that each
+    # either use an action or run a command.
+    assert workflow[True] and workflow["jobs"]
+    for job in workflow["jobs"].values():
+        assert job["runs-on"] and job["steps"]
+        for step in job["steps"]:
+            assert ("uses" in step) != ("run" in step), step
+    return workflow
+
+
+def _secrets(job: dict[str, Any]) -> set[str]:
+    return set(re.findall(r"\$\{\{\s*secrets\.(\w+)\s*\}\}", yaml.safe_dump(job)))
+
+
+@pytest.mark.parametrize("name", ["pulumi.yml", "orphans.yml"])
+def test_gitops_workflows_read_only_by_default_and_no_checkout_keeps_its_token(name):
+    workflow = _workflow(name)
+    assert workflow["permissions"] == {"contents": "read"}
+    for job_name, job in workflow["jobs"].items():
+        granted = job.get("permissions", workflow["permissions"])
+        writes = {scope for scope, level in granted.items() if level != "read"}
+        # Only the preview writes anything: its comment on the pull request.
+        assert writes == ({"pull-requests"} if job_name == "preview" else set()), (job_name, granted)
+        checkouts = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+        assert checkouts, job_name
+        for step in checkouts:
+            assert step["with"]["persist-credentials"] is False, (job_name, step)
+
+
+def test_gitops_secrets_are_environment_secrets_and_pull_requests_reach_only_the_preview_environment():
+    workflow = _workflow("pulumi.yml")
+    jobs = workflow["jobs"]
+    assert {name: job.get("environment") for name, job in jobs.items()} == {
+        "preview": "preview",
+        "up-dev": "dev",
+        "up-prod": "production",
+    }
+    assert jobs["preview"]["if"] == "github.event_name == 'pull_request'"
+    assert jobs["up-dev"]["if"] == "github.event_name == 'push'" and jobs["up-prod"]["needs"] == "up-dev"
+    assert workflow[True]["push"]["branches"] == ["main"]
+    # The preview job holds the read-only dev token and nothing else; no secret is read outside an environment.
+    assert _secrets(jobs["preview"]) == {"PULUMI_PREVIEW_TOKEN"}
+    assert _secrets(jobs["up-dev"]) == _secrets(jobs["up-prod"]) == {"PULUMI_ACCESS_TOKEN"}
+    orphans = _workflow("orphans.yml")["jobs"]["orphans"]
+    assert orphans["environment"] == "orphans-${{ matrix.key }}"
+    assert _secrets(orphans) == {"TOGETHER_API_KEY", "PULUMI_ACCESS_TOKEN"}
+
+    # Both the workflow and the README say so, and say how to keep dev and production to main.
+    header = (WORKFLOWS / "pulumi.yml").read_text().split("\nname:")[0]
+    readme = (EXAMPLES / "gitops" / "README.md").read_text()
+    for text in (header, readme):
+        flat = " ".join(text.replace("#", "").replace("**", "").split())  # comment marks and emphasis aside
+        assert "repository secret" in flat and "environment secret" in flat
+        assert "Deployment branches and tags → Selected branches → add" in flat
+        assert "not run a job whose environment excludes it" in flat
+    assert "| `dev` | `PULUMI_ACCESS_TOKEN`" in readme and "| `production` | `PULUMI_ACCESS_TOKEN`" in readme
+
+
+def test_gitops_preview_takes_the_policy_settings_from_the_base_branch_and_codeowners_guard_them():
+    workflow = _workflow("pulumi.yml")
+    project = workflow["env"]["PROJECT_DIR"]
+    steps = workflow["jobs"]["preview"]["steps"]
+    base = [s for s in steps if s.get("with", {}).get("ref") == "${{ github.base_ref }}"]
+    assert len(base) == 1 and base[0]["uses"].startswith("actions/checkout@"), steps
+    folder = base[0]["with"]["path"]
+    assert base[0]["with"]["sparse-checkout"] == "${{ env.PROJECT_DIR }}/policy"
+    (preview,) = [s for s in steps if s.get("uses", "").startswith("pulumi/actions@")]
+    assert preview["with"]["command"] == "preview"
+    assert preview["with"]["policyPackConfigs"] == (
+        f"${{{{ github.workspace }}}}/{folder}/${{{{ env.PROJECT_DIR }}}}/policy/${{{{ matrix.stack }}}}.json"
+    )
+    # After the merge, the up jobs apply main's own copy (the checkout of the pushed commit).
+    for job in ("up-dev", "up-prod"):
+        for step in workflow["jobs"][job]["steps"]:
+            if step.get("uses", "").startswith("pulumi/actions@"):
+                assert "/base/" not in step["with"]["policyPackConfigs"], step
+
+    rules = {}
+    for line in (EXAMPLES / "gitops" / ".github" / "CODEOWNERS").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            pattern, *owners = line.split()
+            rules[pattern] = owners
+    assert set(rules) == {f"/{project}/policy/", "/.github/"} and all(rules.values()), rules
+    readme = " ".join((EXAMPLES / "gitops" / "README.md").read_text().split())
+    assert "Require review from Code Owners" in readme
 
 
 def test_adopt_takes_over_existing_objects_and_only_references_the_shared_one(provider_process, emulator):
