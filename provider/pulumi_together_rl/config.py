@@ -11,9 +11,22 @@ poll interval (s)   ``together:pollInterval``     ``TOGETHER_RL_POLL_INTERVAL``
 ==================  ===========================  =============================
 
 The stack config reaches a dynamic provider only through ``configure()`` (the provider process has no Pulumi
-engine to ask), so :func:`configure` records it in a process-level registry guarded by a lock. Nothing here is
-ever stored on a provider object: the provider is pickled into the Pulumi state, and the key must never be.
-Environment variables are read when a setting is needed, not at import or configure time.
+engine to ask, and ``PULUMI_CONFIG`` is empty there), so :func:`configure` records it in a process-level
+registry guarded by a lock. Nothing here is ever stored on a provider object: the provider is pickled into the
+Pulumi state (``__provider``), and the key must never be there in plain text.
+
+What ``configure()`` receives is not always the stack config of now. The engine records the whole stack config
+as the inputs of the stack's default ``pulumi-python`` provider (``pulumi:providers:pulumi-python::default`` in
+the state, secrets encrypted by the stack's secrets provider). The steps of the program (check, diff, create,
+update) use the provider as the program declares it, with the current stack config, and a deployment that runs
+the program (``pulumi up``, ``pulumi refresh --run-program``) records that config. ``pulumi refresh`` and
+``pulumi destroy``, and the refresh that ``options.refresh: always`` runs before preview and up, use the provider
+from the state, configured from the recorded copy (measured with CLI v3.274.1). So after
+``pulumi config set --secret together:apiKey NEW`` (or a new ``together:baseUrl``) they still use the old value
+until :data:`RECORD_CONFIG` records the new one. The provider cannot tell a stale copy from a current one (it
+never sees the other), and it must not look for a key anywhere else, so the errors a stale copy causes name that
+command (``resources/_errors.py``). Environment variables are read when a setting is needed, not at import or
+configure time: a key or URL taken from the environment is the current one.
 
 Note that ``pulumi.dynamic.Config.get`` prefixes a key without ``:`` with the *project* name, so the fully
 qualified keys above are what we look up.
@@ -46,7 +59,15 @@ TRAINING_SESSION_CREATE_TIMEOUT = 1800.0
 TRAINING_SESSION_DELETE_TIMEOUT = 600.0
 FORCE_STOP = False
 
-MISSING_KEY_HINT = "Set it with `pulumi config set --secret together:apiKey <key>` or the TOGETHER_API_KEY environment variable"
+RECORD_CONFIG = "pulumi refresh --run-program"
+"""The command that makes the stack's provider record the current stack config (see the module docstring). Of
+the commands that run the program it is the one that changes nothing in the API (a refresh only reads), so it
+is safe whatever the program would change; `pulumi up --run-program` records it too, but also applies the plan."""
+
+MISSING_KEY_HINT = (
+    "Set it with `pulumi config set --secret together:apiKey <key>` or the TOGETHER_API_KEY environment variable "
+    f"(a refresh or destroy sees a together:apiKey set since the last deployment only after `{RECORD_CONFIG}`)"
+)
 
 
 @dataclasses.dataclass(frozen=True)

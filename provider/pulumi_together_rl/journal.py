@@ -1,44 +1,102 @@
-"""The create journal: what an interrupted ``pulumi up`` made is taken over by the next one, never made twice.
+"""The create journal: what an interrupted ``pulumi up`` made is taken over by the same declaration, never made
+twice, and never taken from anyone else.
 
-A create is a transaction the engine only records when the provider answers. Anything that kills the answer on
-the way (Ctrl-C twice, SIGTERM of a CI job, SIGKILL of the plugin, a machine going down) would leave an object
-billing that no state knows about, and the next ``pulumi up`` would make a second one. So every create writes
-an entry, one small JSON file per create, in a per-user folder:
+**The ownership rule.** The provider takes over, PATCHes or stops an existing object only when it holds proof
+that the object is the one this declaration made. Proof is an id from the stack's state, an id from the API's
+answer to this declaration's own POST (recorded here), or a match that is unique under strict conditions
+(:mod:`pulumi_together_rl.client.reconcile`). Where the proof is missing or ambiguous it touches nothing, says
+what it found and what the user can do. A team shares one Together account: look-alike objects made by other
+stacks, colleagues and CI runs are the normal case, not the exception.
 
-1. before the POST: the intent (kind, API base URL, the request body, the time, this process's pid);
-2. after the POST answered: the object's id;
-3. when the create returns to the engine (READY / RUNNING, or failed and stopped): the entry is removed.
+A create is a transaction the engine records only when the provider answers. Anything that kills the answer on
+the way (Ctrl-C twice, SIGTERM of a CI job, SIGKILL of the CLI or of the plugin, a machine going down) would
+leave an object billing that no state knows about. So every create writes an entry, one JSON file per create in
+a per-user folder, holding:
 
-The next create with the *same* request to the same API looks for entries left by a process that is no longer
-running. An entry with an id whose object is still active is taken over: the create waits for that object
-instead of POSTing, and says so. An entry without an id (killed between the POST and its answer, or a create
-whose answer was lost and whose object was not found) is matched against the active objects made since its
-time. Entries whose objects are gone are dropped. Entries of a live process are never touched (another stack
-may be creating the same thing right now).
+* whose it is: the declaration (``owner``: project, stack and resource name, from the program), the kind, the
+  API base URL and the request body;
+* which process made it, in a form that survives pid reuse and pid namespaces (pid, start time, boot id, pid
+  namespace, host), and the engine (the ``pulumi`` CLI) it served;
+* the API's view before the POST: the ids of the candidate objects that already existed (``snapshot``), and
+  when each POST was sent (``sends``) and answered: the POST's own time window;
+* the id, as soon as the POST answers.
 
-What it cannot do: it lives on one machine, so a CI runner that is thrown away loses it; and an entry is only
-read by a create of the same request, so an interrupted object that is no longer declared is not taken over.
-Both are left to the orphan finder (``python -m pulumi_together_rl orphans``), which labels the objects that
-entries name. The folder is ``$TOGETHER_RL_STATE_DIR/journal``, by default
-``${XDG_STATE_HOME:-~/.local/state}/pulumi-together-rl/journal``. No secret is written: the body of a create
-holds no key.
+States: ``intent`` (written, nothing sent) -> ``posting`` (snapshot taken, POST sent or about to be) ->
+``created`` (the id is known) -> ``done`` (the engine got the answer). A ``done`` entry stays as a record that
+its id is claimed until it ages out; an entry whose object was stopped is removed.
+
+**Liveness is a lock, not a pid.** The process making a create holds an exclusive ``flock`` on the entry's
+``.lock`` file for as long as the create runs. The kernel drops it when the process dies, whatever the signal,
+in a container (where every run is pid 1) or after pid reuse. An entry whose lock is free was left by a process
+that is gone (or that released it on purpose: a provider whose engine died, :mod:`.lifeline`). Taking an entry
+over is taking that lock (:meth:`Entry.claim`): two takers never both win, and an entry being taken over stays
+on disk, visible to the next run, until its object is recorded elsewhere.
+
+**What the next create of the same declaration does** (:func:`left_by_interrupted`, then the create transaction
+in ``resources``): entries of the same owner, kind, base URL and request whose lock is free, younger than
+:data:`MAX_AGE`. With an id, the object is asked for by id and taken over when still active. Without one, it is
+looked for by a strict unique match inside that entry's snapshot and window; several candidates mean the create
+touches nothing and says what it found. Older entries are left to the orphan finder.
+
+What it cannot do: it lives on one machine, so a CI runner that is thrown away loses it (the orphan finder,
+``python -m pulumi_together_rl orphans``, looks from outside); an entry is read only by a create of the same
+declaration and request; and a match without an id is a match, not a proof (see the reconciliation rules).
+The folder is ``$TOGETHER_RL_STATE_DIR/journal``, by default
+``${XDG_STATE_HOME:-~/.local/state}/pulumi-together-rl/journal``. No secret is written: a create's body holds
+no key. ``docs/journal.md`` is the user's page.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
+import fcntl
 import hashlib
 import json
 import os
+import socket
 import tempfile
 import threading
+import time
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from .waiting import progress_line
+
+VERSION = 2
+
+MAX_AGE = timedelta(hours=24)
+"""Entries older than this are never taken over; only the orphan finder reports them. 24 h is the longest
+``inactive_timeout``: a READY model resource an interrupted run left has stopped itself by then."""
+
+FORGET_AFTER = timedelta(days=30)
+"""Entries older than this whose lock is free are removed (their objects, if any, are long reported)."""
+
+POST_BOUND = 60.0
+"""Seconds after its last send within which a POST whose process died mid-request can still have made its
+object (the client's default read timeout: no answer comes later)."""
+
+STATES = ("intent", "posting", "created", "done")
+
 _lock = threading.Lock()
+_warned: set[str] = set()
+_holding: dict[int, Entry] = {}  # the entries this process holds the lock of, for the lifeline
+
+
+class Unwritable(Exception):
+    """The journal folder cannot be written: no create may start (its object could not be recorded)."""
+
+    def __init__(self, folder: Path, exc: OSError) -> None:
+        self.folder = folder
+        self.cause = f"the create journal folder {folder} cannot be written ({exc.strerror or exc})"
+        self.todo = (
+            "Make it writable, or point TOGETHER_RL_STATE_DIR at a writable folder; nothing was created"
+        )
+        super().__init__(f"{self.cause}. {self.todo}.")
 
 
 def directory() -> Path:
@@ -50,118 +108,580 @@ def directory() -> Path:
     return Path(root) / "journal"
 
 
-def fingerprint(kind: str, base_url: str, body: dict[str, Any]) -> str:
+def request_key(kind: str, base_url: str, body: dict[str, Any]) -> str:
+    """The same create to the same API, whoever declares it."""
     text = json.dumps({"kind": kind, "base_url": base_url.rstrip("/"), "body": body}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def declaration_key(kind: str, base_url: str, body: dict[str, Any], owner: str | None) -> str:
+    """The same create of the same declaration."""
+    return hashlib.sha256(f"{request_key(kind, base_url, body)}\0{owner or ''}".encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(command name, parent pid, start time in clock ticks since boot) of ``pid`` from /proc, or None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may itself hold spaces or parentheses.
+    name, rest = raw[raw.index("(") + 1 : raw.rindex(")")], raw[raw.rindex(")") + 2 :].split()
+    try:
+        return name, int(rest[1]), int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Process:
+    """A process, named so that pid reuse and pid namespaces cannot make another one look like it."""
+
+    pid: int
+    start: int | None
+    """Start time in clock ticks since boot (``/proc/<pid>/stat``): a reused pid has another."""
+    boot: str | None
+    """The kernel's boot id: another boot, another process."""
+    namespace: str | None
+    """The pid namespace it was seen in (``pid:[4026531836]``): pid 1 of one container is not pid 1 of the next."""
+    host: str
+
+    @classmethod
+    def of(cls, pid: int) -> Process:
+        """``pid`` as this process sees it (in its own pid namespace)."""
+        stat = _stat(pid)
+        return cls(
+            pid=pid,
+            start=stat[2] if stat else None,
+            boot=_read("/proc/sys/kernel/random/boot_id"),
+            namespace=_pid_namespace(),
+            host=socket.gethostname(),
+        )
+
+    @classmethod
+    def this(cls) -> Process:
+        return cls.of(os.getpid())
+
+    def running(self) -> bool | None:
+        """Whether it still runs: True, False, or None when this process cannot tell (another host, another
+        pid namespace, no /proc)."""
+        here = Process.of(os.getpid())
+        if self.host != here.host:
+            return None
+        if self.boot and here.boot and self.boot != here.boot:
+            return False  # the machine rebooted since
+        if self.namespace != here.namespace or self.start is None or here.start is None:
+            return None
+        stat = _stat(self.pid)
+        return stat is not None and stat[2] == self.start
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}"
+
+    @classmethod
+    def from_json(cls, data: Any) -> Process:
+        if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+            raise ValueError("process: expected an object with an integer pid")
+        start = data.get("start")
+        return cls(
+            pid=data["pid"],
+            start=start if isinstance(start, int) else None,
+            boot=_str_or_none(data.get("boot")),
+            namespace=_str_or_none(data.get("namespace")),
+            host=str(data.get("host") or ""),
+        )
+
+
+def engine_process() -> Process:
+    """The engine this provider serves: the nearest ancestor that is the ``pulumi`` CLI, else the parent.
+
+    The CLI starts the plugin through a shell script that does not ``exec`` python, so the direct parent is
+    that script, which outlives a killed CLI."""
+    pid, seen = os.getppid(), 0
+    while pid > 1 and seen < 16:
+        stat = _stat(pid)
+        if stat is None:
+            break
+        if stat[0] == "pulumi":
+            return Process.of(pid)
+        pid, seen = stat[1], seen + 1
+    return Process.of(os.getppid())
+
+
+# ------------------------------------------------------------------------------------------ entries
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat()
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def now_iso() -> str:
+    """Now, as an entry's notes say it."""
+    return _now().strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _moment(value: Any, name: str) -> datetime:
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: expected an RFC 3339 time")
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 @dataclasses.dataclass
 class Entry:
-    """One create in flight (or interrupted)."""
+    """One create in flight, interrupted, or done (a record that its id is claimed)."""
 
     path: Path
     kind: str
     base_url: str
     body: dict[str, Any]
-    key: str
-    started_at: str
-    pid: int
+    owner: str | None
+    """The declaration: ``project/stack/name`` (None for entries of releases before 0.2, or direct calls)."""
+    started_at: datetime
+    process: Process | None
+    engine: Process | None
+    state: str = "intent"
+    snapshot: list[str] | None = None
+    """Ids of the candidate objects that existed before the POST (None: not taken yet)."""
+    sends: list[datetime] = dataclasses.field(default_factory=list)
+    answered_at: datetime | None = None
+    """When the last POST answered or failed (None while in flight, or when killed during it)."""
     id: str | None = None
+    note: str | None = None
+    """Why it was left (``the engine was gone``), for the next run and the orphan finder."""
+    version: int = VERSION
+    _fd: int | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    # -------------------------------------------------------------------------------- what it says
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_suffix(".lock")
+
+    @property
+    def request_key(self) -> str:
+        return request_key(self.kind, self.base_url, self.body)
+
+    @property
+    def key(self) -> str:
+        return declaration_key(self.kind, self.base_url, self.body, self.owner)
 
     @property
     def started(self) -> datetime:
-        return datetime.fromisoformat(self.started_at)
+        return self.started_at
 
-    def record(self, ident: str) -> None:
-        """The POST answered: the object exists under ``ident``."""
-        self.id = ident
+    def age(self, now: datetime | None = None) -> timedelta:
+        return (now or _now()) - self.started_at
+
+    def window(self, post_bound: float = POST_BOUND) -> tuple[datetime, datetime] | None:
+        """When its POSTs could have made an object: from the first send to the last answer (or, if it was
+        killed during a POST, the last send plus ``post_bound`` seconds). None: nothing was sent."""
+        if not self.sends:
+            return None
+        end = self.answered_at or (max(self.sends) + timedelta(seconds=post_bound))
+        return min(self.sends), end
+
+    def describe(self) -> str:
+        who = self.owner or "an unknown declaration"
+        by = f" by {self.process.describe()}" if self.process else ""
+        return f"{who} ({self.started_at.strftime('%Y-%m-%d %H:%M:%S UTC')}{by})"
+
+    # -------------------------------------------------------------------------------- what it records
+
+    def posting(self, snapshot: Iterable[str]) -> None:
+        """Before the first POST: the ids the API already showed (none of them can be what it makes)."""
+        self.snapshot = sorted(set(snapshot))
+        self.state = "posting"
         self._write()
 
-    def remove(self) -> None:
+    def sending(self) -> None:
+        """Just before each POST: the start of its window."""
+        self.sends.append(_now())
+        self.answered_at = None
+        self._write()
+
+    def answered(self) -> None:
+        """The POST (and any reconciliation after it) ended without an id: its window is closed."""
+        self.answered_at = _now()
+        self._write()
+
+    def record(self, ident: str) -> None:
+        """The POST answered (or the object was taken over): the object exists under ``ident``."""
+        self.id = ident
+        self.state = "created"
+        if self.answered_at is None:
+            self.answered_at = _now()
+        self._write()
+
+    def claimed(self) -> set[str]:
+        """Ids that other entries hold: another declaration's proof (for the create's own lookups)."""
+        return claimed_ids(exclude=self)
+
+    def rivals(self) -> list[tuple[datetime, datetime]]:
+        """Windows of the other unanswered creates of the same request (for the create's own lookups)."""
+        return rival_windows(self)
+
+    def done(self) -> None:
+        """The engine has the answer: keep the entry as the record that its id is claimed, and release it."""
+        self.state = "done"
+        self._write()
+        self.release()
+
+    def leave(self, note: str | None = None) -> None:
+        """Keep it for the next run (an object may be left) and release it."""
+        if note:
+            self.note = note
+            self._write()
+        self.release()
+
+    def discard(self) -> None:
+        """Nothing is left billing: remove the entry (only its holder does)."""
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            self.lock_path.unlink()
+        self.release()
+
+    # -------------------------------------------------------------------------------- the lock
+
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def claim(self) -> bool:
+        """Take the entry's lock for this process, once: False when another process or thread holds it, or
+        the entry is gone. Whoever holds it is the only one who acts on the entry."""
+        if self._fd is not None:
+            return True
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return False
+            # No flock on this file system (some network mounts): fall back on the writer's process.
+            return self.process is not None and self.process.running() is False
+        fresh = load(self.path)  # what it says now that we hold it (its holder may have just finished)
+        if not isinstance(fresh, Entry) or fresh.state != self.state or fresh.id != self.id:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            return False
+        self._hold(fd)
+        return True
+
+    def _hold(self, fd: int) -> None:
+        self._fd = fd
+        with _lock:
+            _holding[id(self)] = self
+
+    def in_flight(self) -> bool:
+        """Whether a running process holds it (a create in progress, or one being taken over)."""
+        if self._fd is not None:
+            return True
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            return self.process is None or self.process.running() is not False
+        finally:
+            os.close(fd)  # closing drops a lock we just took
+        return False
+
+    def release(self) -> None:
+        with _lock:
+            _holding.pop(id(self), None)
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # -------------------------------------------------------------------------------- the file
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "body": self.body,
+            "owner": self.owner,
+            "request_key": self.request_key,
+            "started_at": _iso(self.started_at),
+            "process": dataclasses.asdict(self.process) if self.process else None,
+            "engine": dataclasses.asdict(self.engine) if self.engine else None,
+            "state": self.state,
+            "snapshot": self.snapshot,
+            "sends": [_iso(s) for s in self.sends],
+            "answered_at": _iso(self.answered_at) if self.answered_at else None,
+            "id": self.id,
+            "note": self.note,
+        }
 
     def _write(self) -> None:
-        data = {k: v for k, v in dataclasses.asdict(self).items() if k != "path"}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Atomic: a reader (or a crash) never sees half an entry.
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".entry-", suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            json.dump(data, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
-
-    @classmethod
-    def load(cls, path: Path) -> Entry | None:
+        folder = self.path.parent
         try:
-            data = json.loads(path.read_text())
-            return cls(
-                path=path, **{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name != "path"}
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+            folder.mkdir(parents=True, exist_ok=True)
+            # Atomic: a reader (or a crash) never sees half an entry.
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as out:
+                    json.dump(self.to_json(), out)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as exc:
+            raise Unwritable(folder, exc) from exc
 
 
-def begin(kind: str, base_url: str, body: dict[str, Any]) -> Entry:
-    """Write the intent of a create, before its POST."""
-    entry = Entry(
-        path=directory() / f"{uuid.uuid4().hex}.json",
+def _parse(path: Path, data: Any) -> Entry:
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    version = data.get("version", 1)
+    kind, base_url, body = data.get("kind"), data.get("base_url"), data.get("body")
+    if not isinstance(kind, str) or not isinstance(base_url, str) or not isinstance(body, dict):
+        raise ValueError("kind, base_url and body are required")
+    ident = _str_or_none(data.get("id"))
+    if version == 1:
+        # An entry of a release before the ownership rule: it names no declaration, so it is never taken
+        # over (only the orphan finder labels its object).
+        pid = data.get("pid")
+        if not isinstance(pid, int):
+            raise ValueError("pid: expected an integer")
+        return Entry(
+            path=path,
+            kind=kind,
+            base_url=base_url,
+            body=body,
+            owner=None,
+            started_at=_moment(data.get("started_at"), "started_at"),
+            process=Process(pid=pid, start=None, boot=None, namespace=None, host=""),
+            engine=None,
+            state="created" if ident else "posting",
+            id=ident,
+            version=1,
+        )
+    state = data.get("state")
+    if state not in STATES:
+        raise ValueError(f"state: expected one of {', '.join(STATES)}")
+    snapshot = data.get("snapshot")
+    if snapshot is not None and not (
+        isinstance(snapshot, list) and all(isinstance(i, str) for i in snapshot)
+    ):
+        raise ValueError("snapshot: expected a list of ids")
+    sends = data.get("sends") or []
+    if not isinstance(sends, list):
+        raise ValueError("sends: expected a list of times")
+    answered = data.get("answered_at")
+    return Entry(
+        path=path,
         kind=kind,
-        base_url=base_url.rstrip("/"),
+        base_url=base_url,
         body=body,
-        key=fingerprint(kind, base_url, body),
-        started_at=datetime.now(timezone.utc).isoformat(),
-        pid=os.getpid(),
+        owner=_str_or_none(data.get("owner")),
+        started_at=_moment(data.get("started_at"), "started_at"),
+        process=Process.from_json(data["process"]) if data.get("process") is not None else None,
+        engine=Process.from_json(data["engine"]) if data.get("engine") is not None else None,
+        state=state,
+        snapshot=snapshot,
+        sends=[_moment(s, "sends") for s in sends],
+        answered_at=_moment(answered, "answered_at") if answered is not None else None,
+        id=ident,
+        note=_str_or_none(data.get("note")),
+        version=int(version) if isinstance(version, int) else VERSION,
     )
-    entry._write()
-    return entry
 
 
-def entries() -> list[Entry]:
-    """Every readable entry, oldest first."""
+def load(path: Path) -> Entry | str | None:
+    """The entry in ``path``; a string saying what is wrong with it when it cannot be read; None when the
+    file is gone."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    try:
+        return _parse(path, json.loads(text))
+    except (ValueError, TypeError, KeyError) as exc:
+        return str(exc) or type(exc).__name__
+
+
+def _warn_malformed(path: Path, problem: str, warn: Callable[[str], None] | None) -> None:
+    if warn is None:
+        return
+    with _lock:
+        if str(path) in _warned:
+            return
+        _warned.add(str(path))
+    warn(
+        f"warning: skipped the create journal entry {path}: it cannot be read ({problem}). Remove the file if "
+        "no create is running"
+    )
+
+
+def entries(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
+    """Every readable entry, oldest first; an unreadable one is skipped with one warning (per process) naming
+    its file (``warn=None``: silently)."""
     folder = directory()
     if not folder.is_dir():
         return []
-    found = [e for e in (Entry.load(p) for p in folder.glob("*.json")) if e is not None]
-    return sorted(found, key=lambda e: e.started_at)
+    found: list[Entry] = []
+    for path in folder.glob("*.json"):
+        loaded = load(path)
+        if isinstance(loaded, Entry):
+            found.append(loaded)
+        elif isinstance(loaded, str):
+            _warn_malformed(path, loaded, warn)
+    return sorted(found, key=lambda e: (e.started_at, e.path.name))
 
 
-def interrupted(kind: str, base_url: str, body: dict[str, Any]) -> list[Entry]:
-    """Entries of the same create left by processes that are no longer running, oldest first."""
-    key = fingerprint(kind, base_url, body)
-    return [e for e in entries() if e.key == key and not alive(e.pid)]
+def unfinished(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
+    """Entries whose create did not reach its engine's answer (in flight, or left: what may bill unrecorded)."""
+    return [e for e in entries(warn) if e.state != "done"]
 
 
-def take(entry: Entry) -> bool:
-    """Take ``entry`` for this process, once (an atomic rename): False when another thread or process got it
-    first. A taken entry is no longer listed; :func:`give_back` it, or remove it once its object is recorded
-    elsewhere."""
-    with _lock:
-        target = entry.path.with_name(f"{entry.path.stem}.taken-{os.getpid()}-{threading.get_ident()}")
-        try:
-            os.replace(entry.path, target)
-        except FileNotFoundError:
-            return False
-    entry.path = target
-    return True
+def begin(kind: str, base_url: str, body: dict[str, Any], owner: str | None) -> Entry:
+    """Write the intent of a create and hold its lock, before anything is sent.
 
-
-def give_back(entry: Entry) -> None:
-    """Undo :func:`take`: the entry is listed again for a later create."""
-    original = entry.path.with_name(entry.path.name.split(".taken-", 1)[0] + ".json")
-    os.replace(entry.path, original)
-    entry.path = original
-
-
-def alive(pid: int) -> bool:
-    """Whether the process that wrote an entry still runs (its entries are a create in flight)."""
-    if pid == os.getpid():
-        return True
+    Raises :class:`Unwritable` when the folder cannot be written: then nothing may be sent."""
+    folder = directory()
+    entry = Entry(
+        path=folder / f"{uuid.uuid4().hex}.json",
+        kind=kind,
+        base_url=base_url.rstrip("/"),
+        body=body,
+        owner=owner,
+        started_at=_now(),
+        process=Process.this(),
+        engine=_engine(),
+    )
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(entry.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise Unwritable(folder, exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass  # no flock here: liveness falls back on the process record
+    entry._hold(fd)
+    try:
+        entry._write()
+    except Unwritable:
+        entry.discard()
+        raise
+    _prune(exclude=entry.path)
+    return entry
+
+
+_engine_cache: list[Process] = []
+
+
+def _engine() -> Process:
+    with _lock:
+        if not _engine_cache:
+            _engine_cache.append(engine_process())
+        return _engine_cache[0]
+
+
+def holding() -> list[Entry]:
+    """The entries this process holds now (its creates in flight)."""
+    with _lock:
+        return list(_holding.values())
+
+
+def left_by_interrupted(entry: Entry, now: datetime | None = None) -> list[Entry]:
+    """Entries of the same declaration, kind, API and request as ``entry`` that no running process holds,
+    younger than :data:`MAX_AGE`, oldest first (what its create may take over)."""
+    if not entry.owner:
+        return []  # no declaration, no proof of whose anything is
+    now = now or _now()
+    return [
+        e
+        for e in entries()
+        if e.path != entry.path
+        and e.version >= VERSION
+        and e.key == entry.key
+        and e.age(now) < MAX_AGE
+        and not e.in_flight()
+    ]
+
+
+def claimed_ids(exclude: Entry | None = None) -> set[str]:
+    """Every id an entry records (in flight, interrupted or done): another declaration's proof."""
+    return {e.id for e in entries() if e.id and (exclude is None or e.path != exclude.path)}
+
+
+def rival_windows(entry: Entry, post_bound: float = POST_BOUND) -> list[tuple[datetime, datetime]]:
+    """The windows of the other creates of the same request (any declaration) that have no id: what they
+    POSTed could look exactly like what ``entry``'s POST made."""
+    found = []
+    mine = {e.path for e in holding()}  # this process's own creates are told apart by its claims and gate
+    for other in entries():
+        if (
+            other.path in mine
+            or other.path == entry.path
+            or other.id
+            or other.request_key != entry.request_key
+        ):
+            continue
+        window = other.window(post_bound)
+        if window is not None:
+            found.append(window)
+    return found
+
+
+def _prune(exclude: Path) -> None:
+    """Remove ``done`` entries past :data:`MAX_AGE` and any entry past :data:`FORGET_AFTER` that no process
+    holds; stray temporary files of crashed writes go too."""
+    now = _now()
+    for old in entries(warn=None):
+        if old.path == exclude:
+            continue
+        expired = old.age(now) > (MAX_AGE if old.state == "done" else FORGET_AFTER)
+        if expired and old.claim():
+            old.discard()
+    folder = directory()
+    for tmp in folder.glob(".entry-*.tmp"):
+        with contextlib.suppress(OSError):
+            if time.time() - tmp.stat().st_mtime > 3600:
+                tmp.unlink()

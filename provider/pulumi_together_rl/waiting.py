@@ -13,7 +13,8 @@ will, or ``timeout`` seconds pass. Rules:
 * A failed state raises :class:`WaitFailed`, which carries the API's own ``error.code`` and ``error.message``
   when the object has them.
 * A fetch that fails with an error ``transient`` accepts (the resources pass 429, 5xx and connection failures)
-  is no news: the wait says so in a progress line, keeps polling at the same pace, and lasts its whole
+  is no news: the wait says so in a progress line, which also says until when (UTC) it keeps trying and which
+  setting sets that (``limit``, e.g. ``create_timeout``), keeps polling at the same pace, and lasts its whole
   ``timeout``. An API outage of a few seconds (or minutes) during an hour-long capacity wait must not end the
   wait, or the create it belongs to tears down a healthy object and loses its place in the queue. Any other
   exception from ``fetch`` propagates unchanged.
@@ -32,10 +33,12 @@ one list request per tick serves every waiting object, see its docstring): ``fet
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
@@ -105,6 +108,23 @@ def format_elapsed(seconds: float) -> str:
     return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
+def until(seconds_from_now: float, now: Callable[[], datetime] | None = None) -> str:
+    """The UTC wall-clock time ``seconds_from_now`` from now, for a line that says how long something goes on:
+    ``14:03:12 UTC``, with the date (``2026-12-01 14:03:12 UTC``) when that is not today (UTC).
+
+    ``now`` returns the current time (default ``datetime.now(timezone.utc)``; a naive one is taken as UTC).
+    Raises :class:`OverflowError` for a moment past what a ``datetime`` holds (an infinite timeout).
+    """
+    current = now() if now is not None else datetime.now(timezone.utc)
+    current = (
+        current.replace(tzinfo=timezone.utc) if current.tzinfo is None else current.astimezone(timezone.utc)
+    )
+    deadline = current + timedelta(seconds=max(0.0, float(seconds_from_now)))
+    if deadline.date() == current.date():
+        return deadline.strftime("%H:%M:%S UTC")
+    return deadline.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def wait_for(
     fetch: Callable[[], T | None],
     *,
@@ -118,6 +138,8 @@ def wait_for(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     out: IO[str] | None = None,
+    limit: str | None = None,
+    now: Callable[[], datetime] | None = None,
 ) -> T | None:
     """Poll ``fetch`` until ``done(obj)``; return the last object (``None`` = not found).
 
@@ -125,10 +147,15 @@ def wait_for(
     ``done`` is consulted before ``failed``; while ``fetch`` returns ``None`` within the first
     ``not_found_grace`` seconds, neither is (the object is not visible yet). Raises :class:`WaitFailed` or
     :class:`WaitTimeout`; exceptions from ``fetch`` propagate unchanged unless ``transient(exc)`` is true.
+
+    ``limit`` names the setting ``timeout`` comes from (``"create_timeout"``), for the line an API outage
+    prints: ``...; the API is failing (HTTP 503), still waiting until 14:03:12 UTC (create_timeout 3600 s)``.
+    ``now`` is the UTC wall clock that deadline is read from (tests), as ``clock`` is the monotonic one.
     """
     out = out if out is not None else sys.stderr
     poll_interval = max(float(poll_interval), 0.001)
     interval = min(FIRST_INTERVAL, poll_interval)
+    deadline = _deadline_words(timeout, limit, now)  # once: the line repeats it through the whole outage
     start = clock()
     last_line: str | None = None
     last_print = start
@@ -142,18 +169,18 @@ def wait_for(
             if not transient(exc):
                 raise
             trouble = exc
-        now = clock()
-        elapsed = now - start
+        moment = clock()
+        elapsed = moment - start
         if trouble is None:
             description = describe(obj)
             line = description
         else:
             # Keep the last state we know; say the API is failing, and that the wait goes on.
             description = describe(obj) if seen else describe(None).split(": ", 1)[0] + ": unknown"
-            line = f"{description}; the API is failing ({_short(trouble)}), still waiting"
-        if line != last_line or now - last_print >= PROGRESS_EVERY:
+            line = f"{description}; the API is failing ({_short(trouble)}), still waiting {deadline}"
+        if line != last_line or moment - last_print >= PROGRESS_EVERY:
             _progress(out, f"{line}, {format_elapsed(elapsed)}")
-            last_line, last_print = line, now
+            last_line, last_print = line, moment
         if trouble is None:
             not_visible_yet = obj is None and elapsed < not_found_grace
             if not not_visible_yet and done(obj):
@@ -169,10 +196,72 @@ def wait_for(
         interval = min(interval * 2, poll_interval)
 
 
+def _deadline_words(timeout: float, limit: str | None, now: Callable[[], datetime] | None) -> str:
+    """``until 14:03:12 UTC (create_timeout 3600 s)``: when a wait through an outage gives up, and why then."""
+    seconds = float(timeout)
+    amount = f"{seconds:.1f}".rstrip("0").rstrip(".")
+    setting = f"({limit or 'timeout'} {amount} s)"
+    try:
+        return f"until {until(seconds, now)} {setting}"
+    except (OverflowError, ValueError):  # an infinite (or NaN) timeout has no moment to name
+        return f"with no deadline {setting}"
+
+
 def _short(exc: BaseException) -> str:
     """An error in a few words, for a progress line (``HTTP 503``, ``ApiConnectionError``)."""
     status = getattr(exc, "status", None)
     return f"HTTP {status}" if status else type(exc).__name__
+
+
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Control characters (Unicode category Cc: C0, DEL, C1) and the line and paragraph separators, which some
+terminals and log viewers also break lines at. :func:`printable` escapes them; check refuses them in ids and
+names."""
+_UNPRINTABLE_RUNS = re.compile(f"({UNPRINTABLE.pattern})")  # split() keeps each control character apart
+
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+LOG_LINE_LIMIT = 1000
+"""The longest line :func:`log` writes (characters): enough for any message of the provider's own and an API
+message, never a screenful of an over-long id."""
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` as one harmless line of at most ``limit`` characters, for printing a name, an id or an API
+    message that this process did not write.
+
+    Control characters are shown escaped (``\\x1b``, ``\\n``, ``\\u2028``): printed as they are, an ANSI
+    sequence could recolour or clear the user's terminal or CI log, and a newline could forge a line of its
+    own ("warning: ..."). Text over ``limit`` ends in ``…``; an escape is never cut in two. State written by
+    an older release can hold names that today's check would refuse, so this is applied at print time too.
+    """
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    out: list[str] = []
+    escapes: list[tuple[int, int]] = []  # where each escape lies in the result, so a cut can avoid them
+    length = 0
+    for part in _UNPRINTABLE_RUNS.split(text):  # plain runs and single control characters, in turn
+        if UNPRINTABLE.fullmatch(part):
+            shown = _escape(part)
+            escapes.append((length, length + len(shown)))
+        else:
+            shown = part
+        out.append(shown)
+        length += len(shown)
+    line = "".join(out)
+    if len(line) <= limit:
+        return line
+    cut = limit - 1  # room for the ellipsis
+    for start, end in escapes:
+        if start < cut < end:
+            cut = start
+            break
+    return line[:cut] + "…"
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return _NAMED_ESCAPES.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
 
 
 _output_lock = threading.Lock()
@@ -180,11 +269,14 @@ _output_lock = threading.Lock()
 
 def progress_line(line: str, out: IO[str] | None = None) -> None:
     """Write one whole line (stderr by default): one write under a lock, so the lines of waits and creates
-    running in parallel threads never interleave mid-line (``print`` writes the text and the newline apart)."""
+    running in parallel threads never interleave mid-line (``print`` writes the text and the newline apart).
+    Every line goes through :func:`printable` (at most :data:`LOG_LINE_LIMIT` characters): it can hold names,
+    ids and messages from the state or the API, and a line is one line."""
     stream = out if out is not None else sys.stderr
+    text = printable(line, LOG_LINE_LIMIT)
     try:
         with _output_lock:
-            stream.write(line + "\n")
+            stream.write(text + "\n")
             stream.flush()
     except (OSError, ValueError):  # a closed stream must never fail a deployment
         pass
@@ -217,9 +309,11 @@ class Watcher:
     ``None`` for a 404.
 
     The tick adapts: ``pace(objects)`` is the seconds until the next tick given the latest observation of every
-    registered object (fast near an expected flip, slow deep in a capacity queue). A failed tick is delivered
-    to every waiter (a transient one is no news to :func:`wait_for`), and the next one waits at least the
-    failure's ``retry_after`` (429), else twice the pace. The thread ends when nobody is registered.
+    registered object (fast near an expected flip, slow deep in a capacity queue). A failed list is delivered
+    to every waiter (a transient one is no news to :func:`wait_for`), and the next tick waits at least the
+    failure's ``retry_after`` (429), else twice the pace. A failed ``get_one`` is delivered only to the waiters
+    of that id (the others get their observations), and the next tick waits at least its ``retry_after``.
+    The thread ends when nobody is registered.
     """
 
     def __init__(
@@ -293,21 +387,40 @@ class Watcher:
     def _tick(self, subs: list[Subscription]) -> float:
         try:
             seen = self._list_all()
-            observed = {}
-            for ident in {s.ident for s in subs}:
-                if ident in seen:
-                    observed[ident] = seen[ident]
-                else:
-                    observed[ident] = self._get_one(ident)
-        except Exception as exc:
+        except Exception as exc:  # the list is everyone's answer: everyone gets its failure
             for sub in subs:
                 sub._deliver(error=exc)
             latest = [s._latest for s in subs if s._latest is not _NOTHING]
             pace = self._pace(latest)
-            return max(float(getattr(exc, "retry_after", None) or 0.0), 2 * pace)
+            return max(_retry_after(exc), 2 * pace)
+        observed: dict[str, Any] = {}
+        failures: dict[str, Exception] = {}
+        for ident in {s.ident for s in subs}:
+            if ident in seen:
+                observed[ident] = seen[ident]
+                continue
+            try:
+                observed[ident] = self._get_one(ident)
+            except Exception as exc:  # about this one object: the others keep their observations
+                failures[ident] = exc
         for sub in subs:
-            sub._deliver(value=observed[sub.ident])
-        return self._pace(list(observed.values()))
+            if sub.ident in failures:
+                sub._deliver(error=failures[sub.ident])
+            else:
+                sub._deliver(value=observed[sub.ident])
+        known = [s._latest for s in subs if s.ident in failures and s._latest is not _NOTHING]
+        pace = self._pace(list(observed.values()) + known)
+        # A 429 on one GET is the API's word for this key, so the next tick honours it; a failed GET does not
+        # slow the others down otherwise (their waits are near their flip, the failing one's is its own).
+        return max([pace] + [_retry_after(exc) for exc in failures.values()])
+
+
+def _retry_after(exc: BaseException) -> float:
+    """The seconds a failure asks the next request to wait (a 429's ``Retry-After``), else 0."""
+    try:
+        return max(0.0, float(getattr(exc, "retry_after", None) or 0.0))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 class Subscription:

@@ -2,6 +2,10 @@
 
 A step is an ``httpx.Response``, an httpx exception class (raised with the request attached), or a callable
 ``request -> Response``. Every request is recorded; running out of steps fails the test loudly.
+
+With ``catalog=True``, ``GET /v1/rl/supported-models`` is the server's catalog, not a step: it is answered
+from :data:`CATALOG` (the strict lookup of a lost create asks it for the server's defaults) and counted in
+``catalog_requests``, outside ``requests``.
 """
 
 from __future__ import annotations
@@ -19,15 +23,40 @@ KEY = "tk-scripted-5ecret-abcdef0123456789"
 BASE = "https://api.test"
 
 
+CATALOG = {
+    "data": [
+        {
+            "base_model": "Qwen/Qwen3.5-4B",
+            "default_gpu_type": "B200-SXM",
+            "compute_configs": [
+                {
+                    "gpu_type": "B200-SXM",
+                    "generator_config": {"context_length": 32768},
+                    "trainer_config": {
+                        "lora": {"max_batch_size": 64, "max_rank": 64, "max_seq_length": 32768},
+                        "full": {"max_batch_size": 32, "max_seq_length": 32768},
+                    },
+                }
+            ],
+        }
+    ]
+}
+
+
 class Script:
-    def __init__(self, *steps: Any) -> None:
+    def __init__(self, *steps: Any, catalog: bool = False) -> None:
         self.steps = list(steps)
         self.requests: list[httpx.Request] = []
+        self.catalog = catalog
+        self.catalog_requests = 0
 
     def add(self, *steps: Any) -> None:
         self.steps.extend(steps)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.catalog and request.method == "GET" and request.url.path.endswith("/rl/supported-models"):
+            self.catalog_requests += 1
+            return httpx.Response(200, json=CATALOG)
         self.requests.append(request)
         if not self.steps:
             raise AssertionError(f"unexpected request: {request.method} {request.url}")

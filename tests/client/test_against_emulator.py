@@ -23,6 +23,7 @@ from pulumi_together_rl.client import (
     RateLimited,
     ServerError,
     SessionMetadata,
+    TogetherError,
     TogetherRL,
     TrainingSessionCreateRequest,
     TrainingSessionStatus,
@@ -337,17 +338,27 @@ def test_create_that_keeps_failing_leaves_nothing_and_says_where_to_look(emulato
     assert len(posts(emulator, "/v1/rl/model-resources")) == 3
 
 
-def test_concurrent_identical_creates_under_act_then_fail_make_one_each(emulator):
+def test_concurrent_identical_creates_under_act_then_fail_never_share_or_resend(emulator):
+    """Four identical creates on one client, two of whose POSTs act and answer 503: the two answered ones
+    keep theirs; a failed one takes a new object only when it is the only one its snapshot did not hold, else
+    it fails saying it may exist (never a guess between look-alikes). Never two creates on one object, never a
+    fifth object."""
     emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, act_then_fail=True, times=2)
     ids: list[str] = []
+    failures: list[TogetherError] = []
     lock = threading.Lock()
 
     shared = TogetherRL(sleep=lambda s: None)  # one client, four threads: how the provider uses it
 
     def create() -> None:
-        made = shared.create_model_resource(LORA).id
-        with lock:
-            ids.append(made)
+        try:
+            made = shared.create_model_resource(LORA).id
+        except TogetherError as exc:
+            with lock:
+                failures.append(exc)
+        else:
+            with lock:
+                ids.append(made)
 
     threads = [threading.Thread(target=create) for _ in range(4)]
     for t in threads:
@@ -356,8 +367,10 @@ def test_concurrent_identical_creates_under_act_then_fail_make_one_each(emulator
         t.join(30)
     shared.close()
     in_state = sorted(r["id"] for r in emulator.control.state()["model_resources"])
-    assert len(ids) == 4
-    assert sorted(ids) == in_state  # four objects, each held by exactly one create
+    assert len(in_state) == 4  # never resent
+    assert len(ids) + len(failures) == 4 and len(ids) >= 2
+    assert len(set(ids)) == len(ids) and set(ids) <= set(in_state)
+    assert all(f.maybe_created for f in failures)
 
 
 def test_get_answered_429_with_retry_after_is_retried(api, emulator, sleeps):

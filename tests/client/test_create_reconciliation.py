@@ -1,14 +1,18 @@
-"""One logical create never yields two objects: ambiguous failures are reconciled, never resent blindly.
+"""One logical create never yields two objects: ambiguous failures are reconciled, never resent blindly, and
+a lookup takes only what it can attribute to the create.
 
 Every create first lists the caller's active objects of its kind (the snapshot); after an ambiguous failure
-only objects *not* in that snapshot can be the one it made. "Answered" failures (the server's own 5xx) are
-looked up once and resent when nothing was made; "unanswered" ones (read timeout, dropped connection,
-502/504, unreadable 2xx) are looked up over a settle window and never resent.
+only objects *not* in that snapshot can be the one it made, and only a unique, uncontested, strict match is
+taken. "Answered" failures (the server's own 5xx) are looked up once and resent when nothing was made;
+"unanswered" ones (read timeout, dropped connection, 502/504, unreadable 2xx) are looked up over a settle
+window and never resent.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -31,11 +35,37 @@ from pulumi_together_rl.client import (
     TrainingSessionCreateRequest,
     WandbMetadata,
 )
-from pulumi_together_rl.client.matching import resource_matches, session_matches
-from pulumi_together_rl.client.models import AdamConfig, ModelResource, MuonConfig, TrainingSession
-from pulumi_together_rl.client.reconcile import LIVE_RESOURCE_STATUSES
+from pulumi_together_rl.client.matching import (
+    resource_defaults,
+    resource_differences,
+    resource_matches,
+    session_matches,
+)
+from pulumi_together_rl.client.models import (
+    AdamConfig,
+    ModelResource,
+    MuonConfig,
+    SupportedModelList,
+    TrainingSession,
+)
+from pulumi_together_rl.client.reconcile import (
+    CLOCK_SKEW,
+    LIVE_RESOURCE_STATUSES,
+    AmbiguousCreate,
+    Attribution,
+)
 
-from .scripted import Script, Sleeps, ago, error, make_client, now, page, reply, resource_json, session_json
+from . import scripted
+from .scripted import CATALOG, Sleeps, ago, error, make_client, now, page, reply, resource_json, session_json
+
+# The strict lookup asks the server's catalog for its defaults: these scripts answer it.
+Script = functools.partial(scripted.Script, catalog=True)
+
+
+def anywhere(existing=(), **kw) -> Attribution:
+    """An attribution with no time window (the process that sent the POST)."""
+    return Attribution(frozenset(existing), None, **kw)
+
 
 REQ = ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B")
 SESSION_REQ = TrainingSessionCreateRequest(model_resources_id="mr_1", display_name="exp-1")
@@ -428,29 +458,113 @@ def test_session_create_reconciles_by_resource_and_display_name(capsys):
     assert "found the training session it made: ts_mine" in capsys.readouterr().err
 
 
-def test_lookup_picks_the_oldest_new_match_and_never_the_same_one_twice():
-    old, older, newer = (
+def test_two_new_matches_are_ambiguous_and_none_is_taken():
+    """Which of two identical new objects is this create's cannot be told: neither is taken, both are named."""
+    pre, older, newer = (
         resource_json("mr_pre", created_at=ago(9)),
         resource_json("mr_old", created_at=ago(5)),
         resource_json("mr_new", created_at=ago(1)),
     )
-    listing = page([newer, older, old])
-    script = Script(listing, listing, listing)
+    script = Script(page([newer, older, pre]), page([newer, older, pre]))
     client = make_client(script)
-    assert client.find_created_model_resource(REQ, existing_ids={"mr_pre"}).id == "mr_old"
-    assert client.find_created_model_resource(REQ, existing_ids={"mr_pre"}).id == "mr_new"
-    assert client.find_created_model_resource(REQ, existing_ids={"mr_pre"}) is None
+    with pytest.raises(AmbiguousCreate) as caught:
+        client.find_created_model_resource(REQ, attribution=anywhere({"mr_pre"}))
+    assert [c.id for c in caught.value.candidates] == ["mr_old", "mr_new"]
+    text = str(caught.value)
+    assert "mr_old" in text and "mr_new" in text and "none was taken" in text
+    assert caught.value.maybe_created is True
+    # Once another declaration is known to hold one of them, the other is unique.
+    got = client.find_created_model_resource(
+        REQ, attribution=anywhere({"mr_pre"}, claimed=lambda: {"mr_new"})
+    )
+    assert got.id == "mr_old"
 
 
-def test_lookup_skips_excluded_ids_and_ids_a_create_already_returned():
+def test_a_match_never_goes_to_two_creates():
+    listing = page([resource_json("mr_a")])
+    client = make_client(Script(listing, listing))
+    assert client.find_created_model_resource(REQ, attribution=anywhere()).id == "mr_a"
+    assert client.find_created_model_resource(REQ, attribution=anywhere()) is None
+
+
+def test_a_match_that_another_unanswered_create_may_have_made_is_contested_and_not_taken():
+    made = resource_json("mr_a", created_at=ago(30))
+    rival = (now() - timedelta(seconds=40), now() - timedelta(seconds=20))
+    client = make_client(Script(page([made])))
+    with pytest.raises(AmbiguousCreate, match="another create of the same request"):
+        client.find_created_model_resource(REQ, attribution=anywhere(rivals=lambda: [rival]))
+
+
+def test_a_rival_whose_window_is_far_from_the_object_does_not_contest_it():
+    made = resource_json("mr_a", created_at=ago(30))
+    rival = (now() - timedelta(hours=3), now() - timedelta(hours=2))
+    client = make_client(Script(page([made])))
+    assert client.find_created_model_resource(REQ, attribution=anywhere(rivals=lambda: [rival])).id == "mr_a"
+
+
+@pytest.mark.parametrize(
+    ("offset", "found"),
+    [
+        (0, True),
+        (CLOCK_SKEW.total_seconds() - 5, True),
+        (CLOCK_SKEW.total_seconds() + 60, False),
+        (3600, False),
+    ],
+)
+def test_with_a_window_only_objects_made_inside_it_are_candidates(offset, found):
+    """A journal take-over: an identical object made long after the interrupted POST is someone else's."""
+    sent = now() - timedelta(hours=2)
+    made = resource_json("mr_a", created_at=sent + timedelta(seconds=offset))
+    client = make_client(Script(page([made])))
+    got = client.find_created_model_resource(
+        REQ, attribution=Attribution(frozenset(), (sent, sent + timedelta(seconds=1)))
+    )
+    assert (got is not None) is found
+
+
+def test_a_lookup_for_a_request_with_defaults_left_out_asks_the_catalog_once():
+    script = Script(page([resource_json("mr_a")]), page([resource_json("mr_b")]))
+    client = make_client(script)
+    client.find_created_model_resource(REQ, attribution=anywhere())
+    client.find_created_model_resource(REQ, attribution=anywhere())
+    assert script.catalog_requests == 1
+
+
+def test_strict_lookup_never_takes_a_resource_whose_unset_inputs_differ_from_the_defaults():
+    """Each of these differs from a bare request only where the request said nothing: not the create's."""
+    others = [
+        resource_json(
+            "mr_muon", optimizer_config={"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}}
+        ),
+        resource_json("mr_two", compute_config={"num_generator_replicas": 2, "gpu_type": "B200-SXM"}),
+        resource_json("mr_h100", compute_config={"num_generator_replicas": 1, "gpu_type": "H100-80GB"}),
+        resource_json("mr_idle", inactive_timeout=600),
+        resource_json("mr_nogpu", compute_config={"num_generator_replicas": 1}),
+    ]
+    client = make_client(Script(page(others)))
+    assert client.find_created_model_resource(REQ, attribution=anywhere()) is None
+
+
+def test_strict_lookup_of_a_session_holds_every_unset_field_against_the_candidate():
+    others = [
+        session_json("ts_name", display_name="someone-else"),
+        session_json("ts_rank", display_name="exp-1", lora_config={"rank": 8, "alpha": 64, "dropout": 0}),
+        session_json("ts_ckpt", display_name="exp-1", resume_from_checkpoint_id="ck_1"),
+        session_json("ts_wandb", display_name="exp-1", metadata={"wandb": {"run_name": "theirs"}}),
+    ]
+    client = make_client(Script(page(others)))
+    assert client.find_created_training_session(SESSION_REQ, attribution=anywhere()) is None
+
+
+def test_lookup_skips_ids_others_hold_and_ids_a_create_already_returned():
     script = Script(
         page([]),
         reply(200, resource_json("mr_returned")),
-        page([resource_json("mr_excluded"), resource_json("mr_returned")]),
+        page([resource_json("mr_held"), resource_json("mr_returned")]),
     )
     client = make_client(script)
     assert client.create_model_resource(REQ).id == "mr_returned"
-    assert client.find_created_model_resource(REQ, existing_ids=(), exclude_ids=["mr_excluded"]) is None
+    assert client.find_created_model_resource(REQ, attribution=anywhere(claimed=lambda: {"mr_held"})) is None
 
 
 def test_lookup_reads_every_page_of_active_objects():
@@ -459,7 +573,7 @@ def test_lookup_reads_every_page_of_active_objects():
         page([resource_json("mr_b", created_at=ago(7200))], next_cursor="mr_b"),
         page([resource_json("mr_c", base_model="other")]),
     )
-    assert make_client(script).find_created_model_resource(REQ, existing_ids=()).id == "mr_b"
+    assert make_client(script).find_created_model_resource(REQ, attribution=anywhere()).id == "mr_b"
     assert [r.url.params.get("after") for r in script.requests] == [None, "mr_a", "mr_b"]
 
 
@@ -468,7 +582,7 @@ def test_lookup_only_takes_active_objects():
         resource_json(f"mr_{status.lower()}", status=f"MODEL_RESOURCES_STATUS_{status}")
         for status in ("STOPPING", "STOPPED", "ERROR", "SOMETHING_NEW")
     ]
-    assert make_client(Script(page(made))).find_created_model_resource(REQ, existing_ids=()) is None
+    assert make_client(Script(page(made))).find_created_model_resource(REQ, attribution=anywhere()) is None
     assert {s.short for s in LIVE_RESOURCE_STATUSES} == {"PENDING", "CREATING", "READY"}
 
 
@@ -478,7 +592,7 @@ def test_lookup_whose_paging_loops_raises_instead_of_guessing():
         page([resource_json("mr_b", base_model="other")], next_cursor="c"),
     )
     with pytest.raises(TogetherError, match="twice"):
-        make_client(script).find_created_model_resource(REQ, existing_ids=())
+        make_client(script).find_created_model_resource(REQ, attribution=anywhere())
 
 
 # ------------------------------------------------------------------------------------------ matching
@@ -615,7 +729,13 @@ def _wandb(**fields) -> SessionMetadata:
         (_session_req(lora_config=LoraConfig(rank=8)), {}, False),
         (_session_req(lora_config=LoraConfig(rank=32)), {}, True),
         (_session_req(lora_config=LoraConfig(alpha=128)), {}, False),
-        (_session_req(lora_config=LoraConfig(alpha=128)), {"lora_config": {"rank": 32, "alpha": 128}}, True),
+        (
+            _session_req(lora_config=LoraConfig(alpha=128)),
+            {"lora_config": {"rank": 32, "alpha": 128, "dropout": 0, "train_unembed": True}},
+            True,
+        ),
+        # Unreported dropout and train_unembed cannot be shown equal to the defaults.
+        (_session_req(lora_config=LoraConfig(alpha=128)), {"lora_config": {"rank": 32, "alpha": 128}}, False),
         (_session_req(lora_config=LoraConfig(dropout=0.5)), {}, False),
         (_session_req(lora_config=LoraConfig(train_unembed=False)), {}, False),
         (
@@ -627,13 +747,26 @@ def _wandb(**fields) -> SessionMetadata:
         (
             _session_req(lora_config=LoraConfig(rank=8)),
             {"lora_config": None},
+            False,
+        ),  # none reported: cannot be shown equal
+        # seed: compared when set (unreported cannot be shown equal); an unset one is the server's draw.
+        (_session_req(lora_config=LoraConfig(seed=7)), {}, False),
+        (
+            _session_req(lora_config=LoraConfig(seed=7)),
+            {"lora_config": {"rank": 32, "alpha": 64, "dropout": 0, "train_unembed": True, "seed": "7"}},
             True,
-        ),  # full weight: none reported
-        # seed: compared only when set and reported.
-        (_session_req(lora_config=LoraConfig(seed=7)), {}, True),
-        (_session_req(lora_config=LoraConfig(seed=7)), {"lora_config": {"seed": "7"}}, True),
+        ),
+        (
+            _session_req(lora_config=LoraConfig(seed=7)),
+            {"lora_config": {"seed": "7"}},
+            False,
+        ),  # rank unreported
         (_session_req(lora_config=LoraConfig(seed=7)), {"lora_config": {"seed": "8"}}, False),
-        (_session_req(), {"lora_config": {"seed": "8"}}, True),
+        (
+            _session_req(),
+            {"lora_config": {"rank": 32, "alpha": 64, "dropout": 0, "train_unembed": True, "seed": "8"}},
+            True,  # the server drew the seed
+        ),
         # load_optimizer is not in the response: ignored.
         (_session_req(load_optimizer=True), {}, True),
         # resume_from_checkpoint_id must match when set.
@@ -658,12 +791,39 @@ def _wandb(**fields) -> SessionMetadata:
         (
             _session_req(metadata=_wandb(project="p")),
             {"metadata": {"wandb": {"project": "p", "group": "g"}}},
-            True,
+            False,  # a group the request left unset
         ),
     ],
 )
-def test_session_matches_every_input_the_request_set(req, overrides, matches):
-    assert session_matches(req, TrainingSession.model_validate(session_json("ts_x", **overrides))) is matches
+def test_a_strict_session_match_holds_every_field_against_the_candidate(req, overrides, matches):
+    got = TrainingSession.model_validate(session_json("ts_x", **overrides))
+    assert session_matches(req, got, strict=True) is matches
+
+
+@pytest.mark.parametrize(
+    ("req", "overrides", "strict", "declared"),
+    [
+        (REQ, {}, True, True),
+        (REQ, {"optimizer_config": {"muon": {}}}, False, True),  # an unset optimizer is Adam, not Muon
+        (
+            _muon(None),
+            {"optimizer_config": {"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"}}},
+            False,
+            True,
+        ),
+        (REQ, {"compute_config": {"num_generator_replicas": 2, "gpu_type": "B200-SXM"}}, False, True),
+        (REQ, {"compute_config": {"num_generator_replicas": 1, "gpu_type": "H100-80GB"}}, False, True),
+        (REQ, {"compute_config": {"num_generator_replicas": 1}}, False, True),  # GPU type not reported
+        (REQ, {"inactive_timeout": 600}, False, True),
+        (REQ, {"inactive_timeout": None}, False, True),  # not reported
+        (REQ, {"lora_enabled": False}, False, False),
+    ],
+)
+def test_a_strict_resource_match_fills_in_the_server_defaults(req, overrides, strict, declared):
+    defaults = resource_defaults(req, SupportedModelList.model_validate(CATALOG))
+    got = _resource(**overrides)
+    assert (not resource_differences(req, got, defaults=defaults)) is strict
+    assert resource_matches(req, got) is declared  # adopt_id: only what is declared counts
 
 
 # ----------------------------------------------------------------------------------------- concurrency
@@ -680,6 +840,8 @@ def test_concurrent_identical_creates_never_share_an_object():
     release_first = threading.Event()
 
     def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/supported-models"):
+            return reply(200, CATALOG)
         if request.method == "GET":
             with lock:
                 items = sorted(created, key=lambda r: r["created_at"], reverse=True)
@@ -713,13 +875,17 @@ def test_concurrent_identical_creates_never_share_an_object():
     assert len(created) == 2
 
 
-def test_concurrent_creates_that_both_fail_after_acting_get_one_object_each():
-    """Neither object is in the other's snapshot-taken-before; each lookup claims a different one."""
+def test_concurrent_creates_that_both_fail_after_acting_never_take_an_object_they_cannot_attribute():
+    """Two identical creates both act and answer 503. The first to POST listed before either object existed, so
+    it cannot tell which is its own: it fails naming both, and takes neither. The other takes one only if its
+    snapshot already held the first one's (then the other new one is necessarily its own). Nothing is resent."""
     created: list[dict] = []
     lock = threading.Lock()
     both_sent = threading.Barrier(2, timeout=5)
 
     def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/supported-models"):
+            return reply(200, CATALOG)
         if request.method == "GET":
             with lock:
                 return page(list(created))
@@ -728,19 +894,30 @@ def test_concurrent_creates_that_both_fail_after_acting_get_one_object_each():
         both_sent.wait()
         return error(503, "acted, then failed")
 
-    ids: list[str] = []
+    failures: list[TogetherError] = []
+    taken: list[str] = []
 
     def create() -> None:
-        made = make_client(server).create_model_resource(REQ).id
-        with lock:
-            ids.append(made)
+        try:
+            made = make_client(server).create_model_resource(REQ).id
+        except TogetherError as exc:
+            with lock:
+                failures.append(exc)
+        else:
+            with lock:
+                taken.append(made)
 
     threads = [threading.Thread(target=create) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(10)
-    assert sorted(ids) == ["mr_1", "mr_2"]
+    assert len(created) == 2  # never resent
+    assert len(failures) + len(taken) == 2 and failures
+    assert len(set(taken)) == len(taken) and set(taken) <= {"mr_1", "mr_2"}
+    for failure in failures:
+        assert failure.maybe_created is True
+        assert "mr_1" in str(failure) and "mr_2" in str(failure) and "none was taken" in str(failure)
 
 
 def test_make_client_rejects_zero_attempts():

@@ -12,39 +12,14 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from support.cli import ROOT, active
+from support.cli import provider_pids as _provider_pids
+from support.cli import wait_until as _wait_until
 
 SWEEP = ROOT / "examples" / "sweep"
-
-
-def _provider_pids(state_dir: str) -> list[int]:
-    """The dynamic-provider processes (`python -m pulumi.dynamic`) of the stack whose journal is ``state_dir``."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"pulumi.dynamic" in cmdline and f"TOGETHER_RL_STATE_DIR={state_dir}".encode() in environ:
-            pids.append(int(proc.name))
-    return pids
-
-
-def _wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _interrupt(stack, emulator, *, during: str, how: str) -> str:

@@ -7,7 +7,7 @@ import time
 
 import httpx
 import pytest
-from emulator_helpers import RESOURCES, SESSIONS, SMALL_MODEL
+from emulator_helpers import R_READY, RESOURCES, SESSIONS, SMALL_MODEL
 
 from pulumi_together_rl.emulator.control import EmulatorControlError
 
@@ -252,3 +252,45 @@ def test_an_armed_by_rule_fires_only_after_its_trigger_succeeded_and_only_for_it
     time.sleep(1.2)
     api.ok("GET", RESOURCES)
     assert [e["fault"] for e in emulator.control.requests()].count(fault) == 1
+
+
+# ----------------------------------------------------------------------------------------- list extras
+
+
+def test_list_extras_are_appended_raw_to_every_answer_of_their_list_only(emulator, api):
+    resource = api.ready_resource()
+    session = api.session(resource["id"])
+    poison = {"id": "mr_poison", "status": 7, "nested": {"kept": [1, "two"]}}
+    emulator.control.set_list_extras("model-resources", [poison, "not even an object"])
+
+    everything = api.ok("GET", RESOURCES)
+    filtered = api.ok("GET", RESOURCES, params={"status": R_READY, "created_by": "me", "limit": 1})
+    sessions = api.ok("GET", SESSIONS)
+
+    assert everything["data"] == [api.get_resource(resource["id"]), poison, "not even an object"]
+    assert filtered["data"][1:] == [poison, "not even an object"]  # whatever the filters and page
+    assert [s["id"] for s in sessions["data"]] == [session["id"]]  # another list: untouched
+    api.error("GET", f"{RESOURCES}/mr_poison", 404)  # an extra is no object of the state
+    assert emulator.control.list_extras() == {"model-resources": [poison, "not even an object"]}
+
+
+def test_list_extras_are_replaced_cleared_and_forgotten_on_reset(emulator, api):
+    control = emulator.control
+    control.set_list_extras("training-sessions", [{"id": "ts_a"}])
+    control.set_list_extras("training-sessions", [{"id": "ts_b"}])
+    assert api.ok("GET", SESSIONS)["data"] == [{"id": "ts_b"}]
+    control.set_list_extras("training-sessions", [])
+    assert api.ok("GET", SESSIONS)["data"] == []
+    control.set_list_extras("model-resources", [{"id": "mr_x"}])
+    control.reset()
+    assert api.ok("GET", RESOURCES)["data"] == []
+    assert control.list_extras() == {}
+
+
+def test_list_extras_refuse_an_unknown_list_and_items_that_are_not_a_list(emulator):
+    with pytest.raises(EmulatorControlError) as unknown:
+        emulator.control.set_list_extras("supported-models", [{}])
+    assert unknown.value.status == 404 and unknown.value.param == "collection"
+    with pytest.raises(EmulatorControlError) as not_a_list:
+        emulator.control.set_list_extras("model-resources", {"id": "x"})
+    assert not_a_list.value.status == 400 and not_a_list.value.param == "items"

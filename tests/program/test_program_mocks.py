@@ -83,8 +83,10 @@ def test_inputs_are_declared_values_only_with_the_session_wired_to_the_resource_
     assert {k: v for k, v in gpu.items() if k != "__provider"} == {
         "base_model": MODEL,
         "compute_config": {"num_generator_replicas": 1},
+        "owner": "-/test/dev/gpu",  # the declaration (these mocks set no organization: "-")
     }  # unset inputs and the declared outputs (None) are not sent
     session = mocks.registered("run-0").inputs
+    assert session["owner"] == "-/test/dev/run-0"
     assert session["model_resources_id"] == "mr-gpu"
     assert session["lora_config"] == {"rank": 8}
     assert session["display_name"] == "run-0"  # defaults to the Pulumi resource name

@@ -20,6 +20,8 @@ from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
 
 MODEL = "Qwen/Qwen3.5-4B"
+OWNER = "organization/test/dev/"
+"""The declaration prefix of the rig's resources (``org/project/stack/``): what the resource classes add."""
 
 
 def configure(provider: Any, raw_config: dict[str, Any]) -> None:
@@ -39,13 +41,16 @@ class Rig:
         return self.emulator.control
 
     def create_resource(self, **inputs: Any) -> Any:
-        """check + create, as the engine does for a new ModelResource."""
-        checked = self.resources.check({}, {"base_model": MODEL, **inputs})
+        """check + create, as the engine does for a new ModelResource (declared as ``owner``, by default the
+        stack ``test/dev``'s ``gpu``)."""
+        checked = self.resources.check({}, {"base_model": MODEL, "owner": OWNER + "gpu", **inputs})
         assert checked.failures == [], [(f.property, f.reason) for f in checked.failures]
         return self.resources.create(checked.inputs)
 
     def create_session(self, resource_id: str, **inputs: Any) -> Any:
-        checked = self.sessions.check({}, {"model_resources_id": resource_id, **inputs})
+        checked = self.sessions.check(
+            {}, {"model_resources_id": resource_id, "owner": OWNER + "trial", **inputs}
+        )
         assert checked.failures == [], [(f.property, f.reason) for f in checked.failures]
         return self.sessions.create(checked.inputs)
 

@@ -1,13 +1,22 @@
-"""The create journal through the providers: what an interrupted create made is taken over, never made twice.
+"""The create journal through the providers: what an interrupted create of a declaration made is taken over by
+that declaration, never made twice, and never taken from anyone else.
 
-An interrupted create is simulated the way it is left on disk: an entry written by a process that is gone
-(a real pid of a process that exited). The real-signal tests through the CLI are in tests/e2e/test_cli_interrupts.py.
+An entry left by a run that is gone is what such a run leaves on disk: written by ``journal.begin`` with its
+snapshot, sends and (maybe) id, its lock free. Where a test needs a live holder or a holder that dies, it is a
+real process (a child that takes the entry's lock and is killed with SIGKILL). The real-signal tests through the
+CLI are in tests/e2e/test_cli_interrupts.py and tests/e2e/test_cli_ownership.py.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+import time
+import types
+from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
@@ -16,26 +25,32 @@ from pulumi_together_rl import journal
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
 from pulumi_together_rl.resources._errors import ProviderError
 
-from .conftest import MODEL
+from .conftest import MODEL, OWNER
 
 RESOURCES = "/v1/rl/model-resources"
 SESSIONS = "/v1/rl/training-sessions"
+GPU = OWNER + "gpu"
+REQUEST = ModelResourceCreateRequest(base_model=MODEL)
 
 
-def dead_pid() -> int:
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
-
-
-def interrupted_entry(rig, kind: str, body: dict, ident: str | None) -> journal.Entry:
-    entry = journal.begin(kind, rig.emulator.base_url, body)
-    entry.pid = dead_pid()
+def left_entry(rig, request, owner=GPU, *, ident=None, sent=True, kind="model resource", base_url=None):
+    """The entry a run that is gone left: begun, its snapshot (the objects active now) and a send recorded,
+    the id if its POST answered; its lock released (as a process that dies releases it)."""
+    entry = journal.begin(kind, base_url or rig.emulator.base_url, request.to_wire(), owner)
+    if sent:
+        entry.posting(active_ids(rig))
+        entry.sending()
     if ident:
         entry.record(ident)
-    else:
-        entry._write()
+    entry.release()
     return entry
+
+
+def active_ids(rig) -> list[str]:
+    gone = ("STOPPING", "STOPPED", "ERROR", "EXPIRED")
+    state = rig.control.state()
+    return [o["id"] for key in state if isinstance(state[key], list) for o in state[key] if isinstance(o, dict)
+            and "status" in o and not o["status"].endswith(gone)]  # fmt: skip
 
 
 def active(rig, key):
@@ -43,16 +58,56 @@ def active(rig, key):
     return [o["id"] for o in rig.control.state()[key] if not o["status"].endswith(gone)]
 
 
-def test_every_create_leaves_no_entry_once_the_engine_has_the_result(rig):
+def post_by_hand(rig, path, body) -> dict:
+    """A POST this process's client never saw: another run's, or a colleague's."""
+    answer = httpx.post(
+        rig.emulator.base_url + path,
+        json=body,
+        headers={"Authorization": f"Bearer {rig.emulator.api_key}"},
+        timeout=10,
+    )
+    answer.raise_for_status()
+    return answer.json()
+
+
+def made_elsewhere(rig, path=RESOURCES, request=REQUEST):
+    """An object another process made (its POST is not this process's: this process never claimed it)."""
+    return types.SimpleNamespace(**post_by_hand(rig, path, request.to_wire()))
+
+
+def hold_lock(entry: journal.Entry) -> subprocess.Popen:
+    """A live process holding ``entry``'s lock (a create in flight, or one being taken over elsewhere)."""
+    code = (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(entry.lock_path)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+# ------------------------------------------------------------------------------------------- the record
+
+
+def test_every_create_leaves_a_done_record_and_nothing_unfinished(rig):
     created = rig.create_resource()
-    rig.create_session(created.id, lora_config={"rank": 8})
-    assert journal.entries() == []
+    session = rig.create_session(created.id, lora_config={"rank": 8})
+    assert journal.unfinished() == []
+    done = {e.id: e for e in journal.entries()}
+    assert set(done) == {created.id, session.id}
+    assert done[created.id].owner == GPU and done[created.id].state == "done"
+    assert done[created.id].snapshot == [] and len(done[created.id].sends) == 1
 
 
-def test_a_resource_an_interrupted_create_made_is_taken_over_not_made_again(rig, capsys):
-    request = ModelResourceCreateRequest(base_model=MODEL)
-    made = rig.client.create_model_resource(request)  # what the interrupted run's POST made
-    interrupted_entry(rig, "model resource", request.to_wire(), made.id)
+# ---------------------------------------------------------------------------------------- by id: proof
+
+
+def test_an_object_an_interrupted_create_of_this_declaration_made_is_taken_over_not_made_again(rig, capsys):
+    made = made_elsewhere(rig)  # what the interrupted run's POST made
+    left_entry(rig, REQUEST, ident=made.id)
     rig.control.clear_requests()
 
     created = rig.create_resource()
@@ -60,21 +115,133 @@ def test_a_resource_an_interrupted_create_made_is_taken_over_not_made_again(rig,
     assert created.id == made.id
     assert rig.posts(RESOURCES) == []
     assert active(rig, "model_resources") == [made.id]
-    assert "taking it over: an interrupted `pulumi up` created it" in capsys.readouterr().err
-    assert journal.entries() == []
+    assert (
+        "taking it over: an interrupted `pulumi up` of this declaration created it" in capsys.readouterr().err
+    )
+    assert journal.unfinished() == []
 
 
-def test_a_create_killed_before_its_answer_is_found_by_matching_and_taken_over(rig, capsys):
+def test_another_declarations_interrupted_object_is_never_taken_even_with_the_same_request(rig):
+    """Another stack (or another resource of this stack) made it: its entry is no proof for this one."""
+    theirs = made_elsewhere(rig)
+    left_entry(rig, REQUEST, owner="organization/test/prod/gpu", ident=theirs.id)
+    twin = made_elsewhere(rig)
+    left_entry(rig, REQUEST, owner=OWNER + "gpu-2", ident=twin.id)
+
+    created = rig.create_resource()
+
+    assert created.id not in (theirs.id, twin.id)
+    assert len(rig.posts(RESOURCES)) == 3
+    assert sorted(e.id for e in journal.unfinished()) == sorted([theirs.id, twin.id])  # left for their owners
+
+
+def test_an_interrupted_create_against_another_api_is_never_taken_over(rig):
+    made = made_elsewhere(rig)
+    left_entry(rig, REQUEST, ident=made.id, base_url="https://api.together.ai")
+
+    created = rig.create_resource()
+
+    assert created.id != made.id
+    assert [e.id for e in journal.unfinished()] == [made.id]
+
+
+def test_twins_interrupted_together_each_take_over_their_own(rig):
+    """Two identical declarations of one stack, both interrupted during their waits: each gets its own id."""
+    first = made_elsewhere(rig)
+    second = made_elsewhere(rig)
+    left_entry(rig, REQUEST, owner=OWNER + "gpu-a", ident=first.id)
+    left_entry(rig, REQUEST, owner=OWNER + "gpu-b", ident=second.id)
+    rig.control.clear_requests()
+
+    a = rig.create_resource(owner=OWNER + "gpu-a")
+    b = rig.create_resource(owner=OWNER + "gpu-b")
+
+    assert (a.id, b.id) == (first.id, second.id)
+    assert rig.posts(RESOURCES) == []
+
+
+def test_an_interrupted_create_whose_object_is_gone_is_dropped_and_a_new_one_made(rig, capsys):
+    made = made_elsewhere(rig)
+    rig.client.stop_model_resource(made.id)
+    left_entry(rig, REQUEST, ident=made.id)
+
+    created = rig.create_resource()
+
+    assert created.id != made.id
+    assert "it is STOPP" in capsys.readouterr().err
+    assert journal.unfinished() == []
+
+
+def test_an_entry_a_running_process_holds_is_left_alone(rig):
+    """A create in flight elsewhere (its process holds the lock): never taken, whatever its pid says."""
+    made = made_elsewhere(rig)
+    entry = left_entry(rig, REQUEST, ident=made.id)
+    holder = hold_lock(entry)
+    try:
+        created = rig.create_resource()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert created.id != made.id
+    assert [e.id for e in journal.unfinished()] == [made.id]
+
+
+def test_an_entry_whose_taker_was_killed_stays_visible_and_the_next_run_takes_it_over(rig):
+    """A run killed (SIGKILL) while it held the entry for its take-over: the entry is still there."""
+    made = made_elsewhere(rig)
+    entry = left_entry(rig, REQUEST, ident=made.id)
+    taker = hold_lock(entry)
+    os.kill(taker.pid, signal.SIGKILL)
+    taker.wait()
+    assert [e.id for e in journal.unfinished()] == [made.id]
+    rig.control.clear_requests()
+
+    assert rig.create_resource().id == made.id
+    assert rig.posts(RESOURCES) == []
+
+
+def test_an_entry_older_than_the_age_limit_is_not_taken_over(rig, capsys):
+    made = made_elsewhere(rig)
+    entry = left_entry(rig, REQUEST, ident=made.id)
+    entry.started_at = datetime.now(timezone.utc) - journal.MAX_AGE - timedelta(minutes=1)
+    entry._write()
+
+    created = rig.create_resource()
+
+    assert created.id != made.id
+    assert [e.id for e in journal.unfinished()] == [made.id]  # left for the orphan finder
+
+
+def test_a_v1_entry_of_an_older_release_is_never_taken_over(rig):
+    """It names no declaration, so it proves nothing; the orphan finder labels its object."""
+    made = made_elsewhere(rig)
+    folder = journal.directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "legacy.json").write_text(
+        json.dumps(
+            {
+                "kind": "model resource",
+                "base_url": rig.emulator.base_url,
+                "body": REQUEST.to_wire(),
+                "key": "x",
+                "started_at": datetime.now(timezone.utc).isoformat(),
+                "pid": 999999,
+                "id": made.id,
+            }
+        )
+    )
+    assert rig.create_resource().id != made.id
+    assert [e.version for e in journal.unfinished()] == [1]
+
+
+# ------------------------------------------------------------------------------- no id: a strict match
+
+
+def test_a_create_killed_before_its_answer_is_found_by_a_strict_unique_match(rig, capsys):
     resource = rig.create_resource()
     request = TrainingSessionCreateRequest(model_resources_id=resource.id, display_name="exp")
-    interrupted_entry(rig, "training session", request.to_wire(), None)  # no id: the answer never came
-    # The interrupted process's POST (made over plain HTTP: this process's client never saw its answer).
-    made = httpx.post(
-        rig.emulator.base_url + SESSIONS,
-        json=request.to_wire(),
-        headers={"Authorization": f"Bearer {rig.emulator.api_key}"},
-        timeout=10,
-    ).json()
+    left_entry(rig, request, owner=OWNER + "trial", kind="training session")
+    made = post_by_hand(rig, SESSIONS, request.to_wire())  # the interrupted run's POST: its answer was lost
     rig.control.clear_requests()
 
     session = rig.create_session(resource.id, display_name="exp")
@@ -82,68 +249,114 @@ def test_a_create_killed_before_its_answer_is_found_by_matching_and_taken_over(r
     assert session.id == made["id"]
     assert rig.posts(SESSIONS) == []
     assert "asked for it and never got the answer" in capsys.readouterr().err
-    assert journal.entries() == []
+    assert journal.unfinished() == []
+
+
+def test_two_look_alikes_inside_the_window_are_ambiguous_nothing_is_taken_and_nothing_posted(rig):
+    entry = left_entry(rig, REQUEST)
+    ours = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+    colleagues = post_by_hand(rig, RESOURCES, REQUEST.to_wire())  # made by hand at the same moment
+    rig.control.clear_requests()
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource()
+
+    message = str(caught.value)
+    assert ours["id"] in message and colleagues["id"] in message
+    assert "none can be proven" in message and "adopt_id" in message and str(entry.path) in message
+    assert "USD/h" in message  # what each costs
+    assert rig.posts(RESOURCES) == []
+    assert sorted(active(rig, "model_resources")) == sorted([ours["id"], colleagues["id"]])  # nothing stopped
+    assert [e.path for e in journal.unfinished()] == [entry.path]
+
+
+def test_a_look_alike_made_long_after_the_interrupted_post_is_someone_elses(rig):
+    """A colleague's identical resource made hours after the interrupted POST (which made nothing)."""
+    entry = left_entry(rig, REQUEST)
+    rig.control.advance(3 * 3600)  # the API's clock moves on: what is made now is hours younger
+    colleagues = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+
+    created = rig.create_resource()
+
+    assert created.id != colleagues["id"]
+    kept = journal.unfinished()
+    assert [e.path for e in kept] == [entry.path] and "nothing it could have made was found" in kept[0].note
+
+
+def test_a_resource_differing_only_in_a_default_is_not_taken(rig):
+    """An unset optimizer is Adam: a Muon resource made in the window is not this create's."""
+    left_entry(rig, REQUEST)
+    muon = post_by_hand(rig, RESOURCES, {"base_model": MODEL, "optimizer_config": {"muon": {}}})
+
+    created = rig.create_resource()
+
+    assert created.id != muon["id"]
+    assert sorted(active(rig, "model_resources")) == sorted([muon["id"], created.id])
 
 
 def test_an_object_that_existed_before_the_interrupted_create_is_never_taken(rig):
-    request = ModelResourceCreateRequest(base_model=MODEL)
-    stranger = rig.client.create_model_resource(request)  # another stack's identical resource, older
-    rig.control.advance(600)
-    entry = interrupted_entry(rig, "model resource", request.to_wire(), None)
-    entry.started_at = rig.control.now().isoformat()
-    entry._write()
+    strangers = made_elsewhere(rig)  # another stack's identical resource, older
+    left_entry(rig, REQUEST)  # its snapshot holds the stranger's
 
     created = rig.create_resource()
 
-    assert created.id != stranger.id
+    assert created.id != strangers.id
     assert len(rig.posts(RESOURCES)) == 2  # the stranger's and ours
 
 
-def test_an_interrupted_create_whose_object_is_gone_is_dropped_and_a_new_one_made(rig, capsys):
-    request = ModelResourceCreateRequest(base_model=MODEL)
-    made = rig.client.create_model_resource(request)
-    rig.client.stop_model_resource(made.id)
-    interrupted_entry(rig, "model resource", request.to_wire(), made.id)
+def test_an_id_another_entry_holds_is_never_taken_by_a_match(rig):
+    """A concurrent create of another stack made it and recorded its id: it is theirs, not a match of ours."""
+    left_entry(rig, REQUEST)
+    theirs = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+    left_entry(rig, REQUEST, owner="organization/test/prod/gpu", ident=theirs["id"])
 
     created = rig.create_resource()
 
-    assert created.id != made.id
-    assert "it is STOPP" in capsys.readouterr().err
-    assert journal.entries() == []
+    assert created.id != theirs["id"]
 
 
-def test_an_entry_of_a_live_process_is_left_alone(rig):
-    request = ModelResourceCreateRequest(base_model=MODEL)
-    made = rig.client.create_model_resource(request)
-    live = journal.begin("model resource", rig.emulator.base_url, request.to_wire())
-    live.pid = 1  # init: alive, and not us
-    live.record(made.id)
+def test_a_match_that_a_rival_unanswered_create_may_have_made_is_not_taken(rig):
+    """Another stack's create of the same request, also unanswered, ran at the same time: the one look-alike
+    could be either's."""
+    left_entry(rig, REQUEST)
+    left_entry(rig, REQUEST, owner="organization/test/prod/gpu")
+    one = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+    rig.control.clear_requests()
 
-    created = rig.create_resource()
+    with pytest.raises(ProviderError, match="another create of the same request"):
+        rig.create_resource()
+    assert rig.posts(RESOURCES) == []
+    assert active(rig, "model_resources") == [one["id"]]
 
-    assert created.id != made.id
-    assert [e.id for e in journal.entries()] == [made.id]
+
+def test_an_entry_killed_before_its_post_made_nothing_and_is_dropped(rig):
+    left_entry(rig, REQUEST, sent=False)
+    rig.create_resource()
+    assert journal.unfinished() == []
 
 
-def test_a_failed_create_whose_stop_failed_keeps_its_entry_for_the_next_create(rig):
+# ------------------------------------------------------------------------------------- failure paths
+
+
+def test_a_failed_create_whose_stop_failed_keeps_its_entry_and_the_next_create_takes_it_over(rig):
     rig.control.configure(timings={"resource_pending": 60.0})
     rig.control.add_fault(method="POST", path=r"/stop$", status=400, times=None)
 
-    try:
+    with pytest.raises(ProviderError, match="Stopping it failed too"):
         rig.create_resource(create_timeout=1)
-    except Exception as exc:
-        assert "Stopping it failed too" in str(exc)
-    else:
-        raise AssertionError("the create should have timed out")
 
-    kept = journal.entries()
-    assert len(kept) == 1 and kept[0].id == active(rig, "model_resources")[0]
+    [kept] = journal.unfinished()
+    assert kept.id == active(rig, "model_resources")[0] and kept.state == "created"
+    rig.control.clear_faults()
+    rig.control.configure(timings={"resource_pending": 0.0})
+    rig.control.clear_requests()
+    assert rig.create_resource().id == kept.id
+    assert rig.posts(RESOURCES) == []
 
 
 def test_when_the_interrupted_object_cannot_be_looked_up_nothing_is_created_and_the_entry_stays(rig):
-    request = ModelResourceCreateRequest(base_model=MODEL)
-    made = rig.client.create_model_resource(request)
-    interrupted_entry(rig, "model resource", request.to_wire(), made.id)
+    made = made_elsewhere(rig)
+    left_entry(rig, REQUEST, ident=made.id)
     rig.control.add_fault(method="GET", path=f"^{RESOURCES}/{made.id}$", status=503, times=None)
     rig.control.clear_requests()
 
@@ -152,6 +365,77 @@ def test_when_the_interrupted_object_cannot_be_looked_up_nothing_is_created_and_
 
     assert made.id in str(caught.value) and "looking for it failed" in str(caught.value)
     assert rig.posts(RESOURCES) == []  # never a second allocation on a guess
-    assert [e.id for e in journal.entries()] == [made.id]
+    assert [e.id for e in journal.unfinished()] == [made.id]
     rig.control.clear_faults()
     assert rig.create_resource().id == made.id  # the next run takes it over
+
+
+def test_an_unwritable_journal_folder_fails_before_the_post_naming_the_folder(rig, tmp_path, monkeypatch):
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    folder.chmod(0o500)
+    monkeypatch.setenv("TOGETHER_RL_STATE_DIR", str(folder))
+    if os.access(folder, os.W_OK):  # root ignores permission bits: make the folder a file instead
+        folder.chmod(0o700)
+        folder.rmdir()
+        folder.write_text("not a folder")
+    rig.control.clear_requests()
+
+    with pytest.raises(ProviderError) as caught:
+        rig.create_resource()
+
+    message = str(caught.value)
+    assert str(folder) in message and "TOGETHER_RL_STATE_DIR" in message and "nothing was created" in message
+    assert rig.posts(RESOURCES) == []
+
+
+def test_malformed_entries_are_skipped_with_one_warning_naming_the_file(rig, capsys):
+    folder = journal.directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    numeric = folder / "numeric.json"
+    numeric.write_text(json.dumps({"version": 2, "kind": "model resource", "base_url": "x", "body": {},
+                                   "state": "posting", "started_at": 1700000000}))  # fmt: skip
+    garbage = folder / "garbage.json"
+    garbage.write_text("{not json")
+
+    rig.create_resource()
+    rig.create_resource(owner=OWNER + "gpu-2")
+
+    err = capsys.readouterr().err
+    for path in (numeric, garbage):
+        assert err.count(f"skipped the create journal entry {path}") == 1
+
+
+def test_an_entry_left_after_the_engine_was_gone_tells_how_to_clear_what_the_engine_left(rig, capsys):
+    made = made_elsewhere(rig)
+    entry = journal.begin("model resource", rig.emulator.base_url, REQUEST.to_wire(), GPU)
+    entry.posting([])
+    entry.sending()
+    entry.record(made.id)
+    entry.leave("the engine (the pulumi CLI) was gone before it got the answer")
+
+    assert rig.create_resource().id == made.id
+    err = capsys.readouterr().err
+    assert "pulumi cancel" in err and "pulumi refresh --clear-pending-creates" in err
+
+
+def test_entries_are_claimed_once_across_processes(rig):
+    """Two processes race for one entry's lock: exactly one wins (and the entry stays on disk)."""
+    entry = left_entry(rig, REQUEST, ident="mr_x")
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from pulumi_together_rl import journal\n"
+        f"entry = journal.load(Path({str(entry.path)!r}))\n"
+        "time.sleep(max(0, float(sys.argv[1]) - time.time()))\n"
+        "print(entry.claim(), flush=True)\n"
+        "time.sleep(2)\n"
+    )
+    start = str(time.time() + 1.5)
+    racers = [
+        subprocess.Popen([sys.executable, "-c", code, start], stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    answers = [r.communicate(timeout=30)[0].strip() for r in racers]
+    assert sorted(answers) == ["False", "False", "False", "True"]
+    assert entry.path.exists()

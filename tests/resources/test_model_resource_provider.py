@@ -387,8 +387,9 @@ def test_the_quick_check_client_has_short_timeouts(rig):
     assert client._transport.max_attempts == 2
 
 
-def test_a_failed_remote_check_is_remembered_so_a_preview_pays_it_once(rig, capsys):
-    rig.control.add_fault(method="GET", path=r"/supported-models$", status=503, times=100)
+def test_an_unreachable_api_at_check_is_remembered_so_a_preview_pays_it_once(rig, capsys):
+    # Only a host that cannot be reached is remembered (a 5xx skips just the check that met it).
+    rig.control.add_fault(method="GET", path=r"/supported-models$", drop_connection=True, times=100)
 
     for _ in range(3):  # three ModelResources in one preview
         assert rig.resources.check({}, {"base_model": MODEL}).failures == []

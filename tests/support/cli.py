@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -118,10 +119,12 @@ class CLIStack:
 
     # ------------------------------------------------------------------------------------------ commands
 
-    def popen(self, *args: str, stack: bool = True) -> subprocess.Popen:
-        """Start ``pulumi args [--stack S] --non-interactive`` in its own process group (for signal tests)."""
+    def popen(self, *args: str, stack: bool = True, prefix: tuple[str, ...] = ()) -> subprocess.Popen:
+        """Start ``pulumi args [--stack S] --non-interactive`` in its own process group (for signal tests);
+        ``prefix`` runs it under another command (``unshare --pid --fork --mount-proc``: a fresh pid
+        namespace, as in a container)."""
         return subprocess.Popen(
-            ["pulumi", *args, *(["--stack", self.name] if stack else []), "--non-interactive"],
+            [*prefix, "pulumi", *args, *(["--stack", self.name] if stack else []), "--non-interactive"],
             cwd=self.project,
             env=self.env,
             stdout=subprocess.PIPE,
@@ -130,8 +133,15 @@ class CLIStack:
             start_new_session=True,
         )
 
-    def run(self, *args: str, check: bool = True, timeout: float = 600, stack: bool = True) -> Result:
-        process = self.popen(*args, stack=stack)
+    def run(
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: float = 600,
+        stack: bool = True,
+        prefix: tuple[str, ...] = (),
+    ) -> Result:
+        process = self.popen(*args, stack=stack, prefix=prefix)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -160,8 +170,8 @@ class CLIStack:
         text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
         self.run("config", "set", key, text)
 
-    def up(self, *extra: str, check: bool = True) -> Result:
-        return self.run("up", "--yes", "--skip-preview", *extra, check=check)
+    def up(self, *extra: str, check: bool = True, prefix: tuple[str, ...] = ()) -> Result:
+        return self.run("up", "--yes", "--skip-preview", *extra, check=check, prefix=prefix)
 
     def preview(self, *extra: str, check: bool = True) -> Result:
         return self.run("preview", *extra, check=check)
@@ -210,3 +220,31 @@ def writes(emulator: Any, clear: bool = True, *, estimates: bool = False) -> lis
     POST (what check asks at preview) changes nothing and is left out unless ``estimates``."""
     found = [(r["method"], r["path"]) for r in emulator.control.requests(clear=clear) if r["method"] != "GET"]
     return [w for w in found if estimates or w != ESTIMATE]
+
+
+def provider_pids(state_dir: str) -> list[int]:
+    """The dynamic-provider processes (``python -m pulumi.dynamic``) whose create journal is ``state_dir``
+    (every stack of a test gets its own ``TOGETHER_RL_STATE_DIR`` unless two stacks share one on purpose)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"pulumi.dynamic" in cmdline and f"TOGETHER_RL_STATE_DIR={state_dir}".encode() in environ:
+            pids.append(int(proc.name))
+    return pids
+
+
+def wait_until(predicate: Any, timeout: float, what: str) -> Any:
+    """``predicate()``'s first truthy value, polled every 0.2 s; fails the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")

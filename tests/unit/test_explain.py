@@ -9,8 +9,8 @@ import pytest
 
 from pulumi_together_rl.client import errors
 from pulumi_together_rl.client.models import TrainingSession
-from pulumi_together_rl.resources._errors import ProviderError, explain
-from pulumi_together_rl.waiting import WaitFailed, WaitTimeout
+from pulumi_together_rl.resources._errors import ProviderError, explain, log
+from pulumi_together_rl.waiting import WaitFailed, WaitTimeout, printable
 
 
 def _failed_session(error):
@@ -101,3 +101,46 @@ def test_a_create_that_may_have_happened_says_to_look_before_running_up_again():
     # An ordinary timeout keeps the ordinary advice.
     plain = errors.ApiTimeout("read timed out", method="GET", path="/v1/rl/model-resources/x")
     assert "adopt_id" not in explain(plain, "creating")[1]
+
+
+# ------------------------------------------------------------------------------------- printable, log
+
+
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("a\x1b[31mred\x1b[0m", "a\\x1b[31mred\\x1b[0m"),
+        ("one\ntwo\r\n", "one\\ntwo\\r\\n"),
+        ("tab\there", "tab\\there"),
+        ("nul\x00", "nul\\x00"),
+        ("del\x7f c1\x85\x9b", "del\\x7f c1\\x85\\x9b"),
+        ("sep\u2028par\u2029", "sep\\u2028par\\u2029"),
+        ("Lauf für gsm8k — ε ✓ …", "Lauf für gsm8k — ε ✓ …"),  # ordinary text is left alone
+    ],
+)
+def test_printable_escapes_control_characters_visibly(raw, shown):
+    assert printable(raw) == shown
+
+
+def test_printable_shortens_over_long_text_to_the_limit():
+    assert printable("x" * 200) == "x" * 200
+    short = printable("x" * 201)
+    assert len(short) == 200 and short == "x" * 199 + "…"
+    assert printable("abcdef", limit=4) == "abc…"
+    # An escape is never cut in two: either all of "\x1b" is shown or none of it.
+    cut = printable("ab\x1b", limit=4)
+    assert cut == "ab…" and len(cut) <= 4
+
+
+def test_log_writes_one_line_whatever_the_message_holds(capsys):
+    log("model resource (Evil\n\x1b[2Jwarning: fake line): estimated 1.00 USD/h")
+
+    err = capsys.readouterr().err
+    assert err == "model resource (Evil\\n\\x1b[2Jwarning: fake line): estimated 1.00 USD/h\n"
+
+
+def test_log_shortens_an_over_long_line(capsys):
+    log("training session (" + "n" * 5000 + "): created")
+
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) <= 1001 and err.endswith("…\n")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import re
+from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 import pytest
 
-from pulumi_together_rl.waiting import WaitFailed, WaitTimeout, wait_for
+from pulumi_together_rl.waiting import WaitFailed, WaitTimeout, until, wait_for
 
 
 class FakeTime:
@@ -215,6 +217,66 @@ def test_an_outage_that_outlasts_the_timeout_times_out_naming_the_failure():
         run_transient(flaky(obj("PENDING"), Outage), fake, timeout=30.0)
     assert "PENDING" in str(info.value) and "the API was failing: HTTP 503" in str(info.value)
     assert fake.now - 1000.0 == pytest.approx(30.0)
+
+
+def test_an_outage_line_says_until_when_the_wait_keeps_trying_and_which_setting_says_so():
+    fake, out = FakeTime(), io.StringIO()
+    wall = datetime(2026, 12, 1, 13, 3, 12, tzinfo=timezone.utc)
+    fetch = flaky(obj("PENDING"), Outage, Outage, obj("READY"))
+    run(fetch, fake, out=out, timeout=3600.0, transient=lambda e: isinstance(e, Outage), limit="create_timeout",
+        now=lambda: wall)  # fmt: skip
+    assert out.getvalue().splitlines() == [
+        "thing: PENDING, 0 s",
+        "thing: PENDING; the API is failing (HTTP 503), still waiting until 14:03:12 UTC (create_timeout 3600 s), 1 s",
+        "thing: READY, 7 s",
+    ]
+
+
+def test_an_outage_line_without_a_limit_names_the_timeout_and_the_date_when_not_today():
+    fake, out = FakeTime(), io.StringIO()
+    wall = datetime(2026, 11, 30, 23, 50, 0, tzinfo=timezone.utc)
+    run(flaky(Outage, obj("READY")), fake, out=out, timeout=1800.0, transient=lambda e: isinstance(e, Outage),
+        now=lambda: wall)  # fmt: skip
+    assert out.getvalue().splitlines()[0] == (
+        "thing: unknown; the API is failing (HTTP 503), still waiting until 2026-12-01 00:20:00 UTC "
+        "(timeout 1800 s), 0 s"
+    )
+
+
+def test_the_deadline_of_an_outage_line_is_read_once_at_the_start():
+    fake, out = FakeTime(), io.StringIO()
+    reads: list[datetime] = []
+
+    def wall() -> datetime:  # a wall clock that moves a minute per read
+        reads.append(datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc) + timedelta(minutes=len(reads)))
+        return reads[-1]
+
+    fetch = flaky(*[Outage] * 40, obj("READY"))
+    run(fetch, fake, out=out, timeout=600.0, transient=lambda e: isinstance(e, Outage), now=wall)
+    lines = [line for line in out.getvalue().splitlines() if "failing" in line]
+    assert len(lines) > 1 and len(reads) == 1
+    assert all("still waiting until 12:10:00 UTC (timeout 600 s)" in line for line in lines), lines
+
+
+def test_until_names_a_utc_time_with_the_date_only_when_it_is_not_today():
+    noon = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
+    assert until(3792, lambda: noon) == "13:03:12 UTC"
+    assert until(12 * 3600, lambda: noon) == "2026-12-02 00:00:00 UTC"
+    assert until(0, lambda: noon.replace(tzinfo=None)) == "12:00:00 UTC"  # a naive time is UTC
+    tokyo = timezone(timedelta(hours=9))
+    # "today" is the UTC day: 08:30 in Tokyo on 2 December is still 1 December in UTC
+    assert until(60, lambda: datetime(2026, 12, 2, 8, 30, tzinfo=tokyo)) == "23:31:00 UTC"
+    assert until(60, lambda: datetime(2026, 12, 2, 8, 59, 30, tzinfo=tokyo)) == "2026-12-02 00:00:30 UTC"
+    assert re.fullmatch(r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d UTC", until(5))
+
+
+def test_an_infinite_timeout_says_there_is_no_deadline():
+    fake, out = FakeTime(), io.StringIO()
+    run(flaky(Outage, obj("READY")), fake, out=out, timeout=float("inf"), limit="delete_timeout",
+        transient=lambda e: isinstance(e, Outage))  # fmt: skip
+    assert "still waiting with no deadline (delete_timeout inf s), 0 s" in out.getvalue()
+    with pytest.raises(OverflowError):
+        until(float("inf"))
 
 
 def test_a_non_transient_fetch_error_still_ends_the_wait_at_once():

@@ -1,13 +1,18 @@
 """The process-wide watcher behind every wait: one list per tick serves all waiters, a GET only where the list
-cannot answer, the create's answer as first observation, errors delivered to every waiter, deadlines kept."""
+cannot answer, the create's answer as first observation, a failed list delivered to every waiter and a failed
+GET only to that id's, deadlines kept, and one watcher per API identity (base URL and key) and kind."""
 
 from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
+import httpx
 import pytest
 
+from pulumi_together_rl.client import ApiError, ModelResourceStatus, TogetherRL
+from pulumi_together_rl.resources import _watch
 from pulumi_together_rl.waiting import NoAnswerYet, Watcher, wait_for
 
 
@@ -146,3 +151,202 @@ def test_a_broken_pace_ends_the_waits_instead_of_blocking_them():
         sub.fetch()
         sub.fetch()
     assert watcher._thread is None
+
+
+class Throttled(Exception):
+    retry_after = 0.4
+
+
+def test_a_failed_list_reaches_every_waiter():
+    api = Api()
+    api.objects.update(a="READY", b="READY")
+    api.listed.update({"a", "b"})
+    api.fail_next = ConnectionError("list down")
+    watcher = _watcher(api, pace=0.3)
+
+    with watcher.watch("a") as a, watcher.watch("b") as b:
+        a.until(time.monotonic() + 5)
+        b.until(time.monotonic() + 5)
+        for sub in (a, b):
+            with pytest.raises(ConnectionError, match="list down"):
+                sub.fetch()
+        assert (a.fetch(), b.fetch()) == ("READY", "READY")
+
+
+def test_a_failed_get_reaches_only_the_waiters_of_that_id():
+    api = Api()
+    api.objects.update(shown="CREATING", other="READY")
+    api.listed.add("shown")  # "broken" and "other" are asked for by GET; only "broken"'s GET fails
+
+    def get_one(ident: str) -> str | None:
+        if ident == "broken":
+            raise ValueError("unreadable body of broken")
+        return api.get_one(ident)
+
+    watcher = Watcher("thing", list_all=api.list_all, get_one=get_one, pace=lambda objs: 0.01)
+    with watcher.watch("shown") as shown, watcher.watch("broken") as broken, watcher.watch("broken") as twin:
+        with watcher.watch("other") as other:
+            for sub in (shown, broken, twin, other):
+                sub.until(time.monotonic() + 5)
+            assert shown.fetch() == "CREATING"
+            assert other.fetch() == "READY"
+            for sub in (broken, twin):  # every waiter of that id, and only them
+                with pytest.raises(ValueError, match="unreadable body of broken"):
+                    sub.fetch()
+            assert shown.fetch() == "CREATING" and other.fetch() == "READY"  # the next ticks go on
+
+
+def test_a_throttled_get_holds_the_next_tick_back_by_its_retry_after():
+    api = Api()
+    api.objects["shown"] = "CREATING"
+    api.listed.add("shown")
+    list_times: list[float] = []
+    throttled_at: list[float] = []
+
+    def list_all() -> dict[str, str]:
+        list_times.append(time.monotonic())
+        return api.list_all()
+
+    def get_one(ident: str) -> str | None:
+        throttled_at.append(time.monotonic())
+        raise Throttled()
+
+    watcher = Watcher("thing", list_all=list_all, get_one=get_one, pace=lambda objs: 0.01)
+    with watcher.watch("shown") as shown, watcher.watch("gone") as gone:
+        shown.until(time.monotonic() + 5)
+        gone.until(time.monotonic() + 5)
+        assert shown.fetch() == "CREATING"
+        for _ in range(2):  # the tick it was throttled in, and the next one
+            with pytest.raises(Throttled):
+                gone.fetch()
+
+    next_list = min(t for t in list_times if t > throttled_at[0])
+    assert next_list - throttled_at[0] >= Throttled.retry_after - 0.01
+
+
+# ------------------------------------------------------------------------- one watcher per API identity
+
+
+@pytest.fixture
+def no_watchers():
+    _watch.clear()
+    yield
+    _watch.clear()
+
+
+def test_one_watcher_per_base_url_api_key_and_kind(no_watchers):
+    clients = {
+        "first": TogetherRL(api_key="tk-key-one", base_url="http://api-a.test"),
+        "same": TogetherRL(api_key="tk-key-one", base_url="http://api-a.test/v1"),  # the same API, spelled so
+        "other key": TogetherRL(api_key="tk-key-two", base_url="http://api-a.test"),
+        "other url": TogetherRL(api_key="tk-key-one", base_url="http://api-b.test"),
+    }
+    try:
+        got = {name: _watch.watcher(client, "model resource") for name, client in clients.items()}
+        sessions = _watch.watcher(clients["first"], "training session")
+    finally:
+        for client in clients.values():
+            client.close()
+
+    assert got["same"] is got["first"]  # two client objects of one identity share one list per tick
+    assert got["other key"] is not got["first"]  # another account's list never answers for this one
+    assert got["other url"] is not got["first"] and got["other url"] is not got["other key"]
+    assert sessions is not got["first"]
+
+
+def test_the_identity_holds_a_digest_of_the_key_never_the_key(no_watchers):
+    one = TogetherRL(api_key="tk-key-one-secret", base_url="http://api-a.test")
+    again = TogetherRL(api_key="tk-key-one-secret", base_url="http://api-a.test")
+    two = TogetherRL(api_key="tk-key-two-secret", base_url="http://api-a.test")
+    try:
+        _watch.watcher(one, "model resource")
+        digests = (one.api_key_digest, again.api_key_digest, two.api_key_digest)
+    finally:
+        for client in (one, again, two):
+            client.close()
+
+    assert digests[0] == digests[1] != digests[2]
+    assert len(digests[0]) == 16 and int(digests[0], 16) >= 0
+    assert "secret" not in repr(list(_watch._watchers)) and "tk-key" not in repr(list(_watch._watchers))
+
+
+class FakeClient:
+    """What a watcher asks of a client; a closed one refuses, as httpx does."""
+
+    def __init__(self, digest: str) -> None:
+        self.base_url, self.api_key_digest = "http://api-a.test", digest
+        self.closed = False
+        self.lists = 0
+
+    def iter_model_resources(self, **query):
+        if self.closed:
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
+        self.lists += 1
+        return [SimpleNamespace(id="mr_1", status=ModelResourceStatus.READY, status_details=None)]
+
+    def get_model_resource(self, ident):
+        raise AssertionError("the list shows mr_1")
+
+
+def test_a_shared_watcher_asks_through_the_latest_client_of_its_identity(no_watchers):
+    first = FakeClient("d1")
+    watcher = _watch.watcher(first, "model resource")
+    first.closed = True  # e.g. a test's client, or a cache's before a reset
+    second = FakeClient("d1")
+
+    assert _watch.watcher(second, "model resource") is watcher
+    with watcher.watch("mr_1").until(time.monotonic() + 5) as sub:
+        assert sub.fetch().id == "mr_1"
+    assert first.lists == 0 and second.lists >= 1
+
+
+def _resource(ident: str, status: object = "MODEL_RESOURCES_STATUS_CREATING") -> dict:
+    return {
+        "id": ident,
+        "status": status,
+        "base_model": "Qwen/Qwen3.5-4B",
+        "compute_config": {"num_generator_replicas": 1},
+        "lora_enabled": True,
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "created_by": "user_1",
+    }
+
+
+def test_a_waited_object_the_list_cannot_read_is_asked_for_by_get_and_fails_alone(no_watchers, capsys):
+    """The list shows mr_fixed and mr_broken in a shape this version cannot read (skipped, with a warning):
+    each is asked for by GET; mr_fixed's GET reads, mr_broken's does not, and only mr_broken's wait hears."""
+    gets: list[str] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/v1/rl/model-resources":
+            unreadable = [_resource("mr_fixed", status=7), _resource("mr_broken", status=7)]
+            return httpx.Response(200, json={"data": [_resource("mr_ok"), *unreadable], "meta": {}})
+        ident = path.rsplit("/", 1)[-1]
+        gets.append(ident)
+        return httpx.Response(
+            200, json=_resource(ident, status=7 if ident == "mr_broken" else "X_STATUS_NEW")
+        )
+
+    client = TogetherRL(api_key="tk-k", base_url="http://api.test", http_transport=httpx.MockTransport(api))
+    watcher = _watch.watcher(client, "model resource")
+    try:
+        with (
+            watcher.watch("mr_ok") as ok,
+            watcher.watch("mr_fixed") as fixed,
+            watcher.watch("mr_broken") as broken,
+        ):
+            for sub in (ok, fixed, broken):
+                sub.until(time.monotonic() + 5)
+            assert ok.fetch().status == ModelResourceStatus.CREATING  # from the list
+            assert fixed.fetch().status.value == "X_STATUS_NEW"  # from its GET
+            with pytest.raises(ApiError, match="unexpected response body: status"):
+                broken.fetch()
+    finally:
+        client.close()
+
+    assert set(gets) == {"mr_fixed", "mr_broken"}  # no GET for what the list could show
+    err = capsys.readouterr().err
+    assert err.count("warning: skipped model resource mr_fixed in a list of /v1/rl/model-resources") == 1
+    assert err.count("warning: skipped model resource mr_broken in a list") == 1

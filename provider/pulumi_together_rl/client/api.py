@@ -9,6 +9,7 @@ both).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import time
@@ -34,7 +35,7 @@ from .models import (
     TrainingSessionStatus,
     TrainingSessionUpdateRequest,
 )
-from .reconcile import _MODEL_RESOURCE, _TRAINING_SESSION, LIST_LAG, CreateReconciler
+from .reconcile import _MODEL_RESOURCE, _TRAINING_SESSION, LIST_LAG, CreateReconciler, CreateRecord
 from .transport import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_RETRY_AFTER,
@@ -42,7 +43,7 @@ from .transport import (
     RetryPolicy,
     Transport,
 )
-from .wire import _RESOURCES, _SESSIONS, _SUPPORTED_MODELS, M, _paginate, _parse
+from .wire import _RESOURCES, _SESSIONS, _SUPPORTED_MODELS, M, _paginate, _parse, _parse_list
 
 DEFAULT_BASE_URL = "https://api.together.ai"
 ENV_API_KEY = "TOGETHER_API_KEY"
@@ -112,9 +113,17 @@ class TogetherRL(CreateReconciler):
     def __repr__(self) -> str:
         return f"TogetherRL(base_url={self.base_url!r})"
 
+    @property
+    def api_key_digest(self) -> str:
+        """16 hex digits of the SHA-256 of the API key: tells two keys apart (what the client acts as) without
+        holding or showing the key itself (the provider's watchers are one per base URL and key digest)."""
+        return hashlib.sha256(self._transport._secret.reveal().encode()).hexdigest()[:16]
+
     # ------------------------------------------------------------------------------ model resources
 
-    def create_model_resource(self, req: ModelResourceCreateRequest) -> ModelResource:
+    def create_model_resource(
+        self, req: ModelResourceCreateRequest, *, record: CreateRecord | None = None
+    ) -> ModelResource:
         """Create a model resource (it starts PENDING); one call never yields two.
 
         First lists your active model resources (a failure there fails the create, nothing sent). A refusal
@@ -123,13 +132,15 @@ class TogetherRL(CreateReconciler):
         after a 5xx the server answered, found -> returned, else resent within the attempt budget; after no
         answer (read timeout, broken connection, 502/504), it is looked for over ``settle_window`` seconds and
         never resent: not found -> the error says it may exist and how to find it (``created_by=me``).
+        ``record`` (the create journal) is told the snapshot and each send, and says which ids others hold.
         """
         return self._create(
             _MODEL_RESOURCE,
             req,
             ModelResource,
             self.active_model_resource_ids,
-            lambda existing: self.find_created_model_resource(req, existing_ids=existing),
+            lambda attribution: self.find_created_model_resource(req, attribution=attribution),
+            record,
         )
 
     def get_model_resource(self, id: str) -> ModelResource:
@@ -143,19 +154,25 @@ class TogetherRL(CreateReconciler):
         limit: int | None = None,
         after: str | None = None,
     ) -> ModelResourceList:
-        """One page, newest first. ``status`` is sent comma-joined; ``created_by="me"`` means the caller."""
+        """One page, newest first. ``status`` is sent comma-joined; ``created_by="me"`` means the caller.
+
+        A listed object this version cannot read is left out of ``data``, with one warning line on stderr
+        (see :func:`.wire._parse_list`); a body that is not a list answer raises :class:`.ApiError`.
+        """
         params = {
             "status": _join_statuses(status, ModelResourceStatus),
             "created_by": created_by,
             "limit": limit,
             "after": after,
         }
-        return self._call(ModelResourceList, "GET", _RESOURCES, params=params)
+        data = self._transport.request("GET", _RESOURCES, params=params)
+        return _parse_list(ModelResourceList, ModelResource, data, "GET", _RESOURCES)
 
     def iter_model_resources(
         self, *, status: StatusFilter = None, created_by: str | None = None, page_size: int = 100
     ) -> Iterator[ModelResource]:
-        """Every matching model resource, following the ``after`` cursor across pages."""
+        """Every matching model resource, following the ``after`` cursor across pages (one this version
+        cannot read is skipped, as in :meth:`list_model_resources`)."""
         return _paginate(
             lambda after: self.list_model_resources(
                 status=status, created_by=created_by, limit=page_size, after=after
@@ -179,7 +196,9 @@ class TogetherRL(CreateReconciler):
 
     # ---------------------------------------------------------------------------- training sessions
 
-    def create_training_session(self, req: TrainingSessionCreateRequest) -> TrainingSession:
+    def create_training_session(
+        self, req: TrainingSessionCreateRequest, *, record: CreateRecord | None = None
+    ) -> TrainingSession:
         """Start a training session (it starts CREATING); one call never yields two.
 
         As :meth:`create_model_resource`, with two differences: the listing is of your active sessions on
@@ -191,7 +210,8 @@ class TogetherRL(CreateReconciler):
             req,
             TrainingSession,
             lambda: self.active_training_session_ids(req.model_resources_id),
-            lambda existing: self.find_created_training_session(req, existing_ids=existing),
+            lambda attribution: self.find_created_training_session(req, attribution=attribution),
+            record,
         )
 
     def get_training_session(self, id: str) -> TrainingSession:
@@ -206,7 +226,10 @@ class TogetherRL(CreateReconciler):
         limit: int | None = None,
         after: str | None = None,
     ) -> TrainingSessionList:
-        """One page, newest first. ``status`` is sent comma-joined; ``created_by="me"`` means the caller."""
+        """One page, newest first. ``status`` is sent comma-joined; ``created_by="me"`` means the caller.
+
+        A listed session this version cannot read is left out of ``data``, as in :meth:`list_model_resources`.
+        """
         params = {
             "status": _join_statuses(status, TrainingSessionStatus),
             "model_resources_id": model_resources_id,
@@ -214,7 +237,8 @@ class TogetherRL(CreateReconciler):
             "limit": limit,
             "after": after,
         }
-        return self._call(TrainingSessionList, "GET", _SESSIONS, params=params)
+        data = self._transport.request("GET", _SESSIONS, params=params)
+        return _parse_list(TrainingSessionList, TrainingSession, data, "GET", _SESSIONS)
 
     def iter_training_sessions(
         self,
@@ -224,7 +248,8 @@ class TogetherRL(CreateReconciler):
         created_by: str | None = None,
         page_size: int = 100,
     ) -> Iterator[TrainingSession]:
-        """Every matching training session, following the ``after`` cursor across pages."""
+        """Every matching training session, following the ``after`` cursor across pages (one this version
+        cannot read is skipped, as in :meth:`list_training_sessions`)."""
         return _paginate(
             lambda after: self.list_training_sessions(
                 status=status,

@@ -28,7 +28,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 
 def _coerce_int64(value: Any) -> Any:
@@ -209,6 +209,18 @@ class ListMeta(WireModel):
     next_cursor: str | None = None  # "" on the last page
 
 
+class _ListPage(WireModel):
+    """Base of the model-resource and training-session lists, which the client reads item by item.
+
+    ``data`` holds the items this version could read; one it could not is skipped (see
+    :func:`.wire._parse_list`). ``_raw_ids`` are the ids of every item the API sent, skipped ones included
+    (None for one with no string id; None altogether for a page not read that way), so paging follows what
+    the API sent.
+    """
+
+    _raw_ids: list[str | None] | None = PrivateAttr(default=None)
+
+
 class ErrorBody(WireModel):
     message: str = ""
     type: str = ""
@@ -284,7 +296,7 @@ class ModelResource(WireModel):
     expires_at: datetime | None = None
 
 
-class ModelResourceList(WireModel):
+class ModelResourceList(_ListPage):
     data: list[ModelResource] = Field(default_factory=list)
     meta: ListMeta = Field(default_factory=ListMeta)
 
@@ -383,7 +395,7 @@ class TrainingSession(WireModel):
     resume_from_checkpoint_id: str | None = None
 
 
-class TrainingSessionList(WireModel):
+class TrainingSessionList(_ListPage):
     data: list[TrainingSession] = Field(default_factory=list)
     meta: ListMeta = Field(default_factory=ListMeta)
 

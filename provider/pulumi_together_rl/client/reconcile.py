@@ -1,28 +1,42 @@
-"""Create reconciliation: one logical create of :class:`~.api.TogetherRL` never yields two objects.
+"""Create reconciliation: one logical create of :class:`~.api.TogetherRL` never yields two objects, and a
+lookup for a lost answer never takes an object it cannot attribute to that create.
 
 Reconciliation of an ambiguous create
 -------------------------------------
 Together takes no idempotency key on create, so a create whose outcome is unknown is never simply resent:
 
 1. **Snapshot.** Before the first send, the create lists (or joins a concurrent create's in-flight listing
-   of) the ids of the caller's *active* objects of that kind (model resources: ``created_by=me``, PENDING/CREATING/READY; sessions: ``created_by=me``, the
-   request's ``model_resources_id``, CREATING/RUNNING). None of these can be the one it is about to make. If
-   this listing fails, the create fails at once with that error: nothing was sent, so nothing was created.
-2. **Candidates.** After an ambiguous failure, a candidate is an active object that is not in the snapshot,
-   not already claimed by this process, and matches every input the request set
-   (:func:`.matching.resource_matches`, :func:`.matching.session_matches`). No wall clock is involved, so clock
-   skew between us and the server cannot hide or forge a candidate. If several qualify, the *oldest* is taken: the snapshot is taken one round trip
-   before the send, so a stranger's identical object can only be older than ours if it was made in that one
-   round trip, whereas every identical object made after ours is newer. The chosen object is claimed (a
-   process-wide, thread-safe set that also holds every id a create returned) and returned, with one line on
-   stderr ("create of model resource answered <error>; found the model resource it made: <id>").
+   of) the ids of the caller's *active* objects of that kind (model resources: ``created_by=me``,
+   PENDING/CREATING/READY; sessions: ``created_by=me``, the request's ``model_resources_id``, CREATING/RUNNING).
+   None of these can be the one it is about to make. If this listing fails, the create fails at once with that
+   error: nothing was sent, so nothing was created. The caller's :class:`CreateRecord` (the create journal)
+   records the snapshot and the time of each send.
+2. **Candidates** (:meth:`CreateReconciler.find_created_model_resource` and its session twin, also used by the
+   journal for a create killed before its answer): an active object of the key's user that is
+
+   * absent from the snapshot;
+   * for a create of an earlier process (the journal's take-over), created within that create's own time
+     window (first send to answer, :data:`CLOCK_SKEW` either side), judged by the object's ``created_at``:
+     another create's object made hours later is not a candidate. The process that sent the POST itself uses
+     no wall clock (its snapshot already rules out everything older, and skew must never turn "made" into
+     "nothing made", which would resend);
+   * equal to the request with the server's defaults filled in (:func:`.matching.resource_differences` with
+     :class:`.matching.ResourceDefaults`; :func:`.matching.session_differences` strict): an unset optimizer is
+     Adam, not Muon;
+   * claimed by nothing else: not an id this process already returned or took, not an id the caller's record
+     knows another declaration holds (``claimed``: the journal's other entries).
+
+   The match must be **unique and uncontested**: two candidates, or one whose creation time also falls in the
+   window of another unanswered create of the same request (``rivals``: the journal's), mean that none can be
+   proven this create's. Then nothing is taken: :class:`AmbiguousCreate` names them, and the create fails
+   saying what was found. A candidate found is claimed (process-wide) and returned, with one line on stderr.
 3. **Two kinds of ambiguous failure** (:func:`.transport.ambiguity`):
 
    * *answered*: the server itself answered a 5xx (not a gateway's 502/504): it has finished handling the
      request, so whatever it made exists now, though a list may show it a few seconds late. After a short pause
      the create looks over ``list_lag`` seconds (:data:`LIST_LAG`); found -> returned; not found -> the server
-     did not act, and the create is resent within the same attempt budget. When the
-     budget runs out, the last error is raised, saying that an object may exist and how to find it.
+     did not act, and the create is resent within the same attempt budget. When the budget runs out, the last
+     error is raised, saying that an object may exist and how to find it.
    * *unanswered*: a read timeout, a connection broken after sending, a gateway's 502/504, or a 2xx whose
      body could not be read: the server may still be working on the request. The create looks repeatedly
      over a *settle window* (by default the read timeout; backoff 0.5 s doubling up to 8 s between lookups),
@@ -32,37 +46,42 @@ Together takes no idempotency key on create, so a create whose outcome is unknow
 
    A lookup that fails for now (429, 5xx, no answer, after its own retries) counts as "not found yet": the
    looking goes on over the whole settle window (for an answered failure too, which is then never resent:
-   nothing proved that nothing was made). Only a lookup that fails for good (400, 401, ...), or a window spent
-   while the last lookup failed, ends reconciliation: the create's error is raised with the same "may exist"
-   hint and the lookup's error.
+   nothing proved that nothing was made). Only a lookup that fails for good (400, 401, an ambiguous match, ...),
+   or a window spent while the last lookup failed, ends reconciliation: the create's error is raised with the
+   same "may exist" hint and the lookup's error.
 
 Threads of one process cannot steal each other's objects: creates of one kind share a gate, and a lookup runs
 only while no create of that kind is in flight (a create claims its id before it leaves the gate).
-Limits: another process (or person) using the same key that creates an identical object between our snapshot
-and our lookup can be mistaken for ours (matching every input makes this unlikely); an object whose create
-stays unanswered longer than the settle window is not found, and the create fails instead of resending; an
-object that ended (STOPPED/ERROR) before the lookup is not a candidate (it no longer holds anything).
+Limits: a match is evidence, not proof. Another machine's identical create whose POST landed inside this
+create's window while this create's own POST made nothing would be taken (on one machine the journal's
+records rule it out); an object whose create stays unanswered longer than the settle window is not found, and
+the create fails instead of resending; an object that ended (STOPPED/ERROR) before the lookup is not a
+candidate (it no longer holds anything); an API whose clock is off by more than :data:`CLOCK_SKEW` hides the
+object (the create then fails saying it may exist, never takes a stranger's).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol
 
 from ..singleflight import SingleFlight
+from ..waiting import progress_line
 from .errors import ApiConnectionError, ApiError, TogetherError, is_transient
-from .matching import resource_matches, session_matches
+from .matching import resource_defaults, resource_differences, session_differences
 from .models import (
     ModelResource,
     ModelResourceCreateRequest,
     ModelResourceList,
     ModelResourceStatus,
+    SupportedModelList,
     TrainingSession,
     TrainingSessionCreateRequest,
     TrainingSessionList,
@@ -89,7 +108,68 @@ LIVE_RESOURCE_STATUSES = (
 )
 LIVE_SESSION_STATUSES = (TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING)
 
+CLOCK_SKEW = timedelta(seconds=120)
+"""How far the API's clock (an object's ``created_at``) may be from this machine's when judging whether an
+object was made inside a create's window: generous for an unsynchronised laptop, tight enough that an identical
+object made minutes away from the POST is someone else's."""
+
 log = logging.getLogger("pulumi_together_rl.client")
+
+
+Window = tuple[datetime, datetime]
+
+
+class CreateRecord(Protocol):
+    """What the caller (the create journal) records of one create, and what it knows of others'."""
+
+    def posting(self, snapshot: Iterable[str]) -> None:
+        """Before the first send: the ids that existed."""
+
+    def sending(self) -> None:
+        """Just before each POST."""
+
+    def answered(self) -> None:
+        """The create ended without an object (its window is closed)."""
+
+    def claimed(self) -> set[str]:
+        """Ids that other declarations hold."""
+
+    def rivals(self) -> list[Window]:
+        """Windows of other unanswered creates of the same request."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Attribution:
+    """What a lookup may take as a create's object (the strict conditions of the ownership rule)."""
+
+    existing: frozenset[str]
+    """Active ids before the create's first send."""
+    window: Window | None
+    """When its POSTs could have made it (local clock); None: no bound (a caller that knows no window)."""
+    claimed: Callable[[], set[str]] = set
+    """Ids other declarations hold."""
+    rivals: Callable[[], list[Window]] = list
+    """Windows of other unanswered creates of the same request."""
+
+
+class AmbiguousCreate(TogetherError):
+    """Several objects (or one that another unanswered create could have made) match a create whose answer was
+    lost: none can be proven its own, so none is taken."""
+
+    maybe_created = True
+
+    def __init__(self, kind: str, candidates: list[Any], contested: bool) -> None:
+        self.kind = kind
+        self.candidates = candidates
+        listed = ", ".join(f"{c.id} ({_short(c.status)}, created {_ago(c.created_at)})" for c in candidates)
+        if contested and len(candidates) == 1:
+            why = (
+                f"one new {kind} matches it ({listed}), but another create of the same request that got no "
+                "answer either may have made it"
+            )
+        else:
+            why = f"{len(candidates)} new {kind}s match it ({listed})"
+        super().__init__(f"{why}, so none can be proven this create's and none was taken")
 
 
 class CreateReconciler:
@@ -114,40 +194,47 @@ class CreateReconciler:
             for item in _pages(lambda after: self._list_live_sessions(model_resources_id, after), strict=True)
         )
 
-    def find_created_model_resource(
-        self, req: ModelResourceCreateRequest, *, existing_ids: Iterable[str], exclude_ids: Iterable[str] = ()
-    ) -> ModelResource | None:
-        """The model resource a create of ``req`` made, if any; claimed when found.
+    def claim(self, id: str) -> bool:
+        """Claim ``id`` for one create of this process: False when another already returned or took it (two
+        declarations never get the same object)."""
+        return _CLAIMS.claim(self.base_url, id)
 
-        ``existing_ids`` are the active ids listed before the create was sent
-        (:meth:`active_model_resource_ids`). See the module docstring for the rules. Raises the lookup's own
-        error if listing fails.
-        """
+    def unclaim(self, id: str) -> None:
+        """A create of this process gave ``id`` up (it failed and left the object for the next create of its
+        declaration): another create of this process may take it over."""
+        _CLAIMS.release(self.base_url, id)
+
+    def find_created_model_resource(
+        self, req: ModelResourceCreateRequest, *, attribution: Attribution
+    ) -> ModelResource | None:
+        """The model resource a create of ``req`` made, if one can be attributed to it; claimed when found.
+
+        See the module docstring for the rules. Raises :class:`AmbiguousCreate` when several (or a contested
+        one) match, and the lookup's own error if listing fails."""
+        defaults: list[Any] = []
+
+        def matches(r: ModelResource) -> bool:
+            if r.status not in LIVE_RESOURCE_STATUSES:
+                return False
+            if not defaults:  # asked only when a candidate gets this far
+                defaults.append(resource_defaults(req, self._supported_models()))
+            return not resource_differences(req, r, defaults=defaults[0])
+
         with _MODEL_RESOURCE.gate.reconciling():
-            return self._find_and_claim(
-                self._list_live_resources,
-                lambda r: r.status in LIVE_RESOURCE_STATUSES and resource_matches(req, r),
-                existing_ids,
-                exclude_ids,
-            )
+            return self._find_and_claim(_MODEL_RESOURCE, self._list_live_resources, matches, attribution)
 
     def find_created_training_session(
-        self,
-        req: TrainingSessionCreateRequest,
-        *,
-        existing_ids: Iterable[str],
-        exclude_ids: Iterable[str] = (),
+        self, req: TrainingSessionCreateRequest, *, attribution: Attribution
     ) -> TrainingSession | None:
-        """The training session a create of ``req`` made, if any; claimed when found.
+        """The training session a create of ``req`` made, if one can be attributed to it; claimed when found.
 
-        ``existing_ids``: :meth:`active_training_session_ids` of ``req.model_resources_id`` before the send.
-        """
+        ``attribution.existing``: :meth:`active_training_session_ids` of ``req.model_resources_id``."""
         with _TRAINING_SESSION.gate.reconciling():
             return self._find_and_claim(
+                _TRAINING_SESSION,
                 lambda after: self._list_live_sessions(req.model_resources_id, after),
-                lambda s: s.status in LIVE_SESSION_STATUSES and session_matches(req, s),
-                existing_ids,
-                exclude_ids,
+                lambda s: s.status in LIVE_SESSION_STATUSES and not session_differences(req, s, strict=True),
+                attribution,
             )
 
     # -------------------------------------------------------------------------------------- private
@@ -158,19 +245,24 @@ class CreateReconciler:
         req: ModelResourceCreateRequest | TrainingSessionCreateRequest,
         model: type[M],
         snapshot: Callable[[], frozenset[str]],
-        find: Callable[[frozenset[str]], M | None],
+        find: Callable[[Attribution], M | None],
+        record: CreateRecord | None,
     ) -> M:
         transport = self._transport
         # Concurrent creates of one kind (and resource) share one in-flight snapshot: it was taken before any
         # of their sends, which is all a snapshot must be. Nothing is cached past it.
         scope = (self.base_url, kind.name, getattr(req, "model_resources_id", None))
         existing = _SNAPSHOTS.get(scope, lambda: self._snapshot(kind, snapshot))
+        if record is not None:
+            record.posting(existing)
         body = req.to_wire()
         budget = transport.attempts()
         while True:
             failure: TogetherError
             try:
                 with kind.gate.sending():
+                    if record is not None:
+                        record.sending()
                     data = transport.request("POST", kind.path, policy=kind.policy, json=body, budget=budget)
                     created = _parse(model, data, "POST", kind.path)
                     _CLAIMS.claim(self.base_url, created.id)
@@ -180,24 +272,41 @@ class CreateReconciler:
             # Raised from here on, outside the except block: no __context__ to carry along.
             how = ambiguity(failure)
             if how is None:
+                if record is not None:
+                    record.answered()
                 raise failure
+
+            def look(existing: frozenset[str] = existing) -> M | None:
+                # No time window in the process that sent it: the snapshot already rules out everything made
+                # before the send, and a wall-clock bound would let clock skew turn "made" into "nothing
+                # made" (and a resend). The caller's record rules out what other declarations hold or may
+                # have made meanwhile.
+                return find(
+                    Attribution(
+                        existing,
+                        None,
+                        claimed=record.claimed if record is not None else set,
+                        rivals=record.rivals if record is not None else list,
+                    )
+                )
+
             waited: float | None = None
             if how == ANSWERED:
                 # The server finished with the request: whatever it made exists now, though a list may take a
                 # few seconds (list_lag) to show it. Look over that window.
                 transport.pause(budget, failure)
-                found, lookup_error, _ = self._settle(
-                    kind, failure, find, existing, self.list_lag, first_wait=False
-                )
+                found, lookup_error, _ = self._settle(kind, failure, look, self.list_lag, first_wait=False)
                 if found is None and lookup_error is not None and is_transient(lookup_error):
                     # We could not look (the API is failing): never resend blind; look over the settle window.
-                    found, lookup_error, _ = self._settle(kind, failure, find, existing, self.settle_window)
+                    found, lookup_error, _ = self._settle(kind, failure, look, self.settle_window)
             else:
-                found, lookup_error, waited = self._settle(kind, failure, find, existing, self.settle_window)
+                found, lookup_error, waited = self._settle(kind, failure, look, self.settle_window)
             if found is not None:
                 _say(f"create of {kind.name} answered {failure}; found the {kind.name} it made: {found.id}")
                 return found
             if lookup_error is not None or how == UNANSWERED or budget.left <= 0:
+                if record is not None:
+                    record.answered()
                 raise _maybe_created(kind, req, failure, lookup_error=lookup_error, waited=waited)
             # Answered, and the lookup proved nothing was made: resend within the same budget.
 
@@ -214,11 +323,9 @@ class CreateReconciler:
         )
 
     @staticmethod
-    def _lookup(
-        find: Callable[[frozenset[str]], M | None], existing: frozenset[str]
-    ) -> tuple[M | None, TogetherError | None]:
+    def _lookup(look: Callable[[], M | None]) -> tuple[M | None, TogetherError | None]:
         try:
-            return find(existing), None
+            return look(), None
         except TogetherError as error:
             return None, error
 
@@ -226,8 +333,7 @@ class CreateReconciler:
         self,
         kind: _Kind,
         failure: TogetherError,
-        find: Callable[[frozenset[str]], M | None],
-        existing: frozenset[str],
+        look: Callable[[], M | None],
         window: float,
         *,
         first_wait: bool = True,
@@ -241,7 +347,7 @@ class CreateReconciler:
             if delay > 0:
                 self._transport.wait(delay)
             waited += delay
-            found, lookup_error = self._lookup(find, existing)
+            found, lookup_error = self._lookup(look)
             lookups += 1
             # A lookup that fails for now (429, 5xx, no answer) is "not found yet": an outage that takes the
             # list down with the create must not end the looking before the window does.
@@ -269,31 +375,41 @@ class CreateReconciler:
             after=after,
         )
 
+    def _supported_models(self) -> SupportedModelList:
+        """``GET /v1/rl/supported-models`` for the server's defaults, kept by this client for ten minutes (only
+        a lookup for a lost answer needs it)."""
+        cached = getattr(self, "_supported_cache", None)
+        if cached is not None and cached[0] > _monotonic():
+            return cached[1]
+        models = self.list_supported_models()
+        self._supported_cache = (_monotonic() + 600.0, models)
+        return models
+
     def _find_and_claim(
         self,
+        kind: _Kind,
         list_page: Callable[[str | None], Any],
         matches: Callable[[Any], bool],
-        existing_ids: Iterable[str],
-        exclude_ids: Iterable[str],
+        attribution: Attribution,
     ) -> Any:
-        skip = set(existing_ids) | set(exclude_ids)
+        skip = set(attribution.existing) | attribution.claimed()
         candidates = [
             item
             for item in _pages(list_page, strict=True)
-            if item.id not in skip and (self.base_url, item.id) not in _CLAIMS and matches(item)
+            if item.id not in skip
+            and (self.base_url, item.id) not in _CLAIMS
+            and (attribution.window is None or _within(item.created_at, attribution.window))
+            and matches(item)
         ]
-        candidates.sort(key=lambda c: (_aware(c.created_at), c.id))
-        for item in candidates:
-            if _CLAIMS.claim(self.base_url, item.id):
-                if len(candidates) > 1:
-                    log.warning(
-                        "%d new objects match the create; took the oldest, %s (others: %s)",
-                        len(candidates),
-                        item.id,
-                        ", ".join(c.id for c in candidates if c is not item),
-                    )
-                return item
-        return None
+        if not candidates:
+            return None
+        rivals = attribution.rivals()
+        contested = any(_within(c.created_at, w) for c in candidates for w in rivals)
+        if len(candidates) > 1 or contested:
+            candidates.sort(key=lambda c: (_aware(c.created_at), c.id))
+            raise AmbiguousCreate(kind.name, candidates, contested)
+        item = candidates[0]
+        return item if _CLAIMS.claim(self.base_url, item.id) else None
 
 
 class _CreateGate:
@@ -353,6 +469,10 @@ class _Claims:
                 return False
             self._ids.add((scope, id))
             return True
+
+    def release(self, scope: str, id: str) -> None:
+        with self._lock:
+            self._ids.discard((scope, id))
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         with self._lock:
@@ -455,15 +575,42 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _monotonic() -> float:
+    return time.monotonic()
+
+
+def _within(moment: datetime, window: Window) -> bool:
+    """Whether ``moment`` (the API's clock) falls in ``window`` (this machine's), give or take the skew."""
+    start, end = window
+    return _aware(start) - CLOCK_SKEW <= _aware(moment) <= _aware(end) + CLOCK_SKEW
+
+
+def _short(status: Any) -> str:
+    return str(getattr(status, "short", status))
+
+
+def _ago(moment: datetime) -> str:
+    seconds = max(0, int((_utcnow() - _aware(moment)).total_seconds()))
+    return f"{seconds} s ago" if seconds < 120 else f"{seconds // 60} min ago"
+
+
 def _say(line: str) -> None:
-    """One progress line for the user (Pulumi shows a dynamic provider's stderr)."""
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+    """One progress line for the user (Pulumi shows a dynamic provider's stderr), whole, under the lock every
+    writer of that stream shares."""
+    progress_line(line)
 
 
 __all__ = [
+    "CLOCK_SKEW",
     "LIVE_RESOURCE_STATUSES",
     "LIVE_SESSION_STATUSES",
+    "AmbiguousCreate",
+    "Attribution",
     "CreateReconciler",
+    "CreateRecord",
     "describe_request",
 ]

@@ -1,15 +1,23 @@
 """What the endpoints (:mod:`.api`) and create reconciliation (:mod:`.reconcile`) share: the API's paths, a
-response body as a wire model, and cursor paging.
+response body as a wire model, a list answer read item by item, and cursor paging.
+
+A list answer is read item by item (:func:`_parse_list`): one object this version cannot read (a field of a
+type it does not expect, a required field missing) is skipped with a warning, never the whole page. A list
+serves every wait of its kind at once (:mod:`..waiting`), and one unreadable object of someone else's must not
+fail them all, and with them tear down every healthy create. The GET of one object still raises on a body it
+cannot read: that is about that object alone.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..waiting import progress_line
 from .errors import ApiError, InvalidArgument, TogetherError
 
 #: Most pages any listing follows (a server whose cursors never end cannot loop us forever).
@@ -22,6 +30,14 @@ _SESSIONS = "/v1/rl/training-sessions"
 _SUPPORTED_MODELS = "/v1/rl/supported-models"
 
 M = TypeVar("M", bound=BaseModel)
+
+#: What a warning calls an item of a list, by the list's path.
+_ITEM_KINDS = {_RESOURCES: "model resource", _SESSIONS: "training session"}
+
+#: Longest id (characters) a warning prints: an id is the API's to choose, a line is ours to keep short.
+_MAX_ID = 80
+#: Longest validation message a warning prints (an enum's lists every value it knows).
+_MAX_PROBLEM = 160
 
 
 def _parse(model: type[M], data: Any, method: str, path: str) -> M:
@@ -41,6 +57,72 @@ def _parse(model: type[M], data: Any, method: str, path: str) -> M:
     raise failure  # outside the except block: no __context__
 
 
+def _parse_list(model: type[M], item: type[BaseModel], data: Any, method: str, path: str) -> M:
+    """A list answer as ``model`` (a ``*List`` with ``data`` and ``meta``) whose ``data`` holds the items that
+    parse as ``item``; one that does not is skipped, with one warning line on stderr per item per process.
+
+    The envelope is validated as a whole: a body that is not an object, a ``data`` that is not a list, or a
+    bad ``meta`` raises the :class:`ApiError` of :func:`_parse`, as any other unreadable body. The ids of
+    every raw item, skipped ones included, go with the page (``_raw_ids``) so that paging follows the answer,
+    not what this client could read of it (see :func:`_pages`).
+    """
+    raw = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(raw, list):
+        return _parse(model, data, method, path)  # no items to read one by one: the envelope decides
+    page = _parse(model, {**data, "data": []}, method, path)
+    parsed = []
+    for entry in raw:
+        try:
+            parsed.append(item.model_validate(entry))
+        except ValidationError as exc:
+            _warn_skipped(entry, exc, path)
+    page.data = parsed
+    page._raw_ids = [_raw_id(entry) for entry in raw]
+    return page
+
+
+def _raw_id(entry: Any) -> str | None:
+    ident = entry.get("id") if isinstance(entry, dict) else None
+    return ident if isinstance(ident, str) and ident else None
+
+
+_warned_lock = threading.Lock()
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_skipped(entry: Any, exc: ValidationError, path: str) -> None:
+    """One line naming the skipped item and its first problem (never the item itself: it may be large, or hold
+    what a log should not); once per item id per process, as every tick of a watcher lists it again."""
+    first = exc.errors()[0] if exc.error_count() else {}
+    where = ".".join(str(p) for p in first.get("loc", ())) or "item"
+    problem = _clip(str(first.get("msg", "invalid")), _MAX_PROBLEM)
+    more = exc.error_count() - 1
+    if more > 0:
+        problem += f" (and {more} more problem{'s' if more > 1 else ''})"
+    ident = _raw_id(entry)
+    # An item without an id is told apart by its first problem: the same broken shape warns once.
+    key = (path, f"id:{ident}" if ident is not None else f"no id:{where}: {problem}")
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    kind = _ITEM_KINDS.get(path, "item")
+    named = f"{kind} {_clip(_printable(ident), _MAX_ID)}" if ident is not None else f"a {kind} with no id"
+    progress_line(
+        f"warning: skipped {named} in a list of {path}: {where}: {problem} "
+        "(the API may have changed; upgrade pulumi-together-rl)"
+    )
+
+
+def _printable(text: str) -> str:
+    # An id is printed on one line of the user's terminal: no newline or escape sequence of the API's.
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _paginate(fetch: Callable[[str | None], Any], page_size: int) -> Iterator[Any]:
     """Validate ``page_size`` now (not at the first ``next``), then iterate lazily."""
     if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 100:
@@ -51,6 +133,8 @@ def _paginate(fetch: Callable[[str | None], Any], page_size: int) -> Iterator[An
 def _pages(fetch: Callable[[str | None], Any], *, strict: bool = False) -> Iterator[Any]:
     """Every item of every page, following ``after``, for at most :data:`MAX_PAGES` pages.
 
+    A page's end is decided by what the API sent, skipped items included (:func:`_parse_list`): a page whose
+    every item was skipped does not end the listing, and the cursor after it is its last raw item's id.
     A cursor seen before (the server's paging is going round in circles) or the page cap ends the iteration:
     with a warning in the log, or, when ``strict`` (reconciliation, which must see everything), with a
     :class:`TogetherError`.
@@ -60,7 +144,7 @@ def _pages(fetch: Callable[[str | None], Any], *, strict: bool = False) -> Itera
     for _ in range(MAX_PAGES):
         page = fetch(after)
         yield from page.data
-        if not page.data:
+        if not (page.data or getattr(page, "_raw_ids", None)):
             return
         after = _next_cursor(page)
         if after is None:
@@ -81,5 +165,8 @@ def _next_cursor(page: Any) -> str | None:
     meta = page.meta
     if meta.has_more is False:
         return None
-    cursor = meta.next_cursor or (page.data[-1].id if meta.has_more else None)
+    raw_ids = getattr(page, "_raw_ids", None)
+    # The last raw item, even a skipped one: after the last *parsed* one the server would send it again.
+    last = raw_ids[-1] if raw_ids and raw_ids[-1] else (page.data[-1].id if page.data else None)
+    cursor = meta.next_cursor or (last if meta.has_more else None)
     return cursor or None

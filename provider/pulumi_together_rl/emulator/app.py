@@ -8,10 +8,17 @@ offending field the way the API does (``compute_config.gpu_type``, ``lora_config
 
 :class:`EmulatorApp` is the ASGI application: the fault / request-log layer (:mod:`.faults`) around the
 routes. The public API lives under ``/v1``; the control API (no auth) under ``/_emulator``.
+
+List extras (``PUT /_emulator/list-extras/{collection}``, ``{"items": [...]}``) are raw JSON values appended
+as they are to the ``data`` of every answer of that list (``model-resources`` or ``training-sessions``,
+whatever the filters and page): an object a client cannot read (``{"id": "x", "status": 7}``) sitting in the
+API's lists among the real ones, which no fault rule (a whole answer replaced by an error) can express. They
+are not objects of the state (no GET finds them), and ``reset`` clears them.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import datetime
 from typing import Any
@@ -98,9 +105,9 @@ def _error_json(err: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _page_json(page: Page, item: Any) -> dict[str, Any]:
+def _page_json(page: Page, item: Any, extras: list[Any] | None = None) -> dict[str, Any]:
     return {
-        "data": [item(x) for x in page.data],
+        "data": [item(x) for x in page.data] + copy.deepcopy(extras or []),
         "meta": {"limit": page.limit, "has_more": page.has_more, "next_cursor": page.next_cursor},
     }
 
@@ -258,6 +265,8 @@ class EmulatorApp:
         self.state = EmulatorState(settings)
         self.faults = FaultBook()
         self.requests = RequestLog()
+        #: Raw items appended to every list answer, by collection (see the module docstring).
+        self.list_extras: dict[str, list[Any]] = {}
         self.api = _build_api(self)
         self._asgi = FaultMiddleware(self.api, self.faults, self.requests, now=lambda: iso(self.state.now()))
 
@@ -269,6 +278,7 @@ class EmulatorApp:
         self.state.reset()
         self.faults.clear()
         self.requests.clear()
+        self.list_extras = {}
 
 
 def create_app(**settings: Any) -> EmulatorApp:
@@ -375,7 +385,7 @@ def _build_api(emu: EmulatorApp) -> FastAPI:
             limit=_query_int(request, "limit"),
             after=request.query_params.get("after"),
         )
-        return _page_json(page, resource_json)
+        return _page_json(page, resource_json, emu.list_extras.get("model-resources", []))
 
     @v1.post("/model-resources/estimate-cost")
     async def estimate_cost(request: Request) -> Any:
@@ -431,7 +441,7 @@ def _build_api(emu: EmulatorApp) -> FastAPI:
             limit=_query_int(request, "limit"),
             after=request.query_params.get("after"),
         )
-        return _page_json(page, session_json)
+        return _page_json(page, session_json, emu.list_extras.get("training-sessions", []))
 
     @v1.get("/training-sessions/{session_id}")
     async def get_training_session(session_id: str) -> Any:
@@ -466,6 +476,9 @@ class _Unauthorized(Exception):
 
 
 # ---------------------------------------------------------------------------------------- control API
+
+#: The lists extra raw items can be appended to (``PUT /_emulator/list-extras/{collection}``).
+LIST_COLLECTIONS = ("model-resources", "training-sessions")
 
 
 def _control_router(emu: EmulatorApp) -> APIRouter:
@@ -524,6 +537,22 @@ def _control_router(emu: EmulatorApp) -> APIRouter:
         if not emu.faults.remove(fault_id):
             raise NotFound(f"No fault rule with id {fault_id!r}.", param="id")
         return {"deleted": 1}
+
+    @control.get("/list-extras")
+    async def list_extras() -> Any:
+        return {"data": copy.deepcopy(emu.list_extras)}
+
+    @control.put("/list-extras/{collection}")
+    async def set_list_extras(collection: str, request: Request) -> Any:
+        if collection not in LIST_COLLECTIONS:
+            raise NotFound(
+                f"No list {collection!r}; lists: {', '.join(LIST_COLLECTIONS)}.", param="collection"
+            )
+        items = (await _body(request)).data.get("items")
+        if not isinstance(items, list):
+            raise InvalidRequest("items must be a list of JSON values ([] for none).", param="items")
+        emu.list_extras = {**emu.list_extras, collection: copy.deepcopy(items)}
+        return {"collection": collection, "items": len(items)}
 
     @control.get("/requests")
     async def requests(request: Request) -> Any:

@@ -100,6 +100,17 @@ class EmulatorControl:
     def clear_faults(self) -> None:
         self._call("DELETE", "/faults")
 
+    def set_list_extras(self, collection: str, items: list[Any]) -> None:
+        """Append ``items`` (raw JSON values, sent as they are) to every answer of the list ``collection``
+        (``"model-resources"`` or ``"training-sessions"``), replacing its earlier extras; ``[]`` for none.
+        An unreadable object in the API's lists: ``set_list_extras("model-resources", [{"id": "x", "status": 7}])``.
+        """
+        self._call("PUT", f"/list-extras/{collection}", json={"items": items})
+
+    def list_extras(self) -> dict[str, list[Any]]:
+        """The extra items of each list that has some."""
+        return self._call("GET", "/list-extras")["data"]
+
     def requests(self, clear: bool = False) -> list[dict[str, Any]]:
         """The public requests received so far: ``{method, path, query, status, fault, handled, at, ...}``."""
         return self._call("GET", "/requests", params={"clear": "true"} if clear else None)["data"]

@@ -10,13 +10,29 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from http import HTTPStatus
 from typing import Annotated, Any, get_args
 
 from pulumi.dynamic import CheckFailure, DiffResult
 from pulumi.output import Unknown
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Strict,
+    StringConstraints,
+    ValidationError,
+)
+
+from ..client import errors
+from ..waiting import UNPRINTABLE, printable
 
 PROVIDER_KEY = "__provider"
+OWNER_KEY = "owner"
+"""The declaration a resource belongs to (``org/project/stack/name``), set by the resource class from the
+program, never by the user: the create journal's proof of whose an interrupted create was. Passed through
+``check`` unvalidated and ignored by ``diff``."""
 UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN, without importing rpc
 
 
@@ -77,6 +93,42 @@ def short_id(ident: str) -> str:
     return ident if len(ident) <= 12 else ident[:8] + "…"
 
 
+def id_prefix(ident: str) -> str:
+    """How a check failure or warning quotes an id the user declared: its first 8 characters, then ``…`` if
+    there is more. Never the whole id (unlike :func:`short_id`, which keeps ids of up to 12 characters): it
+    could be a secret pasted into the wrong field, and a preview can end up in a pull-request comment."""
+    return printable(ident[:8]) + ("…" if len(ident) > 8 else "")
+
+
+# 401/403/429 concern the key or the rate (``_base.remote_check`` skips the check), 408 the network.
+_NOT_ABOUT_THE_INPUT = frozenset({401, 403, 408, 429})
+
+
+def answers_the_input(exc: BaseException) -> bool:
+    """Whether an API error met by a remote check is an answer about what the check asked (an id, a create
+    body): a 4xx other than 401, 403, 408 and 429. The check turns it into a failure of the field it was
+    about (:func:`refused_at_check`, or its own words for a 404 or a 400)."""
+    return (
+        isinstance(exc, errors.ApiError)
+        and 400 <= exc.status < 500
+        and exc.status not in _NOT_ABOUT_THE_INPUT
+    )
+
+
+def refused_at_check(field: str, request: str, exc: errors.ApiError, todo: str) -> CheckFailure:
+    """The failure of ``field`` for an API answer about it that the check has no words of its own for (a 414,
+    a 413, a 405 ...). ``request`` names the request with the id as a placeholder
+    (``GET /v1/rl/model-resources/<adopt_id>``); the API's message is left out, since it may quote the id."""
+    try:
+        phrase = f" ({HTTPStatus(exc.status).phrase})"
+    except ValueError:  # a status without a standard name
+        phrase = ""
+    return CheckFailure(
+        field,
+        f"{field} could not be checked: the API answered HTTP {exc.status}{phrase} to {request}. {todo}",
+    )
+
+
 # --------------------------------------------------------------------------------------------------- check
 
 
@@ -87,6 +139,51 @@ def _whole(value: Any) -> Any:
 
 WholeInt = Annotated[int, Strict(), BeforeValidator(_whole)]
 """An integer input: whole floats (from the wire) become ints; bools, strings and fractions are rejected."""
+
+ID_MAX = 256
+"""The longest id (and ``base_model``) check accepts. Real ids are 36-character UUIDs; a longer one cannot name
+anything, and asking the API about it could only make a URL that the API or a proxy refuses (414)."""
+
+
+def _no_control_characters(value: Any) -> Any:
+    # Runs before the type, length and pattern checks, so this is the reason given whatever else is wrong.
+    if isinstance(value, str) and UNPRINTABLE.search(value):
+        raise ValueError(
+            "control characters are not allowed (newlines, tabs, escape sequences and the like): remove them"
+        )
+    return value
+
+
+def _one_path_segment(value: str) -> str:
+    # The client refuses such an id before sending anything (its request path would change), which would
+    # surface as an error of check itself rather than a failure of this field.
+    if value in (".", "..") or "/" in value or "\\" in value:
+        raise ValueError("must be one id: it cannot contain / or \\ or be . or ..")
+    return value
+
+
+def text(*, min_length: int | None = None, max_length: int | None = None, pattern: str | None = None) -> Any:
+    """A string input without control characters (they could rewrite the terminal or forge log lines; see
+    ``waiting.printable``), with these length and pattern constraints.
+
+    A factory rather than ``Field(max_length=...)`` on the model field: constraints given outside the
+    control-character check are applied to its result as to any sized value ("at most 256 items")."""
+    return Annotated[
+        str,
+        Strict(),
+        StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern),
+        BeforeValidator(_no_control_characters),
+    ]
+
+
+Name = text()
+"""Text the provider prints or the API shows (names, W&B fields): any string without control characters."""
+
+Id = text(min_length=1, max_length=ID_MAX)
+"""An id sent in a request body: 1 to :data:`ID_MAX` characters, no control characters."""
+
+PathId = Annotated[Id, AfterValidator(_one_path_segment)]
+"""An id check looks up by ``GET .../<id>``: an :data:`Id` that is also one path segment."""
 
 
 class StrictInputs(BaseModel):
@@ -107,7 +204,8 @@ def validate_inputs(
     Values unknown at preview are left out of validation and put back unchanged; a required property that is
     unknown is fine. On failure the inputs come back as given.
     """
-    props = {k: v for k, v in news.items() if k != PROVIDER_KEY and v is not None}
+    props = {k: v for k, v in news.items() if k not in (PROVIDER_KEY, OWNER_KEY) and v is not None}
+    owner = news.get(OWNER_KEY)
     known, unknowns = _split_unknowns(props, ())
     failures: list[CheckFailure] = []
     seen: set[str] = set()
@@ -132,6 +230,8 @@ def validate_inputs(
         for part in path[:-1]:
             target = target.setdefault(part, {})
         target[path[-1]] = value
+    if isinstance(owner, str) and owner:
+        inputs[OWNER_KEY] = owner
     return inputs, failures
 
 
@@ -180,7 +280,7 @@ def shown(value: Any) -> str:
     if value is None or isinstance(value, (bool, int, float)):
         return repr(value)
     if isinstance(value, str):
-        return f"a string of {len(value)} characters"
+        return f"a string of {len(value)} character{'' if len(value) == 1 else 's'}"
     if isinstance(value, Mapping):
         return f"an object with {len(value)} key{'' if len(value) == 1 else 's'}"
     if isinstance(value, (list, tuple)):

@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 from pulumi.dynamic import ReadResult
 
 from ..client import errors
-from ..waiting import NOTHING, NoAnswerYet, format_elapsed, wait_for
+from ..waiting import NOTHING, NoAnswerYet, format_elapsed, until, wait_for
 from ._errors import ProviderError, explain, log
 
 T = TypeVar("T")
@@ -126,11 +126,13 @@ def wait(
     not_found_grace: float = 0.0,
     first: Any = NOTHING,
     wrap: Callable[[Callable[[], T | None]], Callable[[], T | None]] | None = None,
+    limit: str | None = None,
 ) -> T | None:
     """:func:`waiting.wait_for` on the process's watcher of ``kind`` (:mod:`._watch`): one list per tick serves
     every wait of the kind. ``first`` is an observation in hand (a create's own answer): the first check uses
     it, with no request. ``wrap`` decorates the fetch (a delete's re-stop). 429, 5xx and connection failures of
-    a tick are no news (the wait lasts its whole timeout through an API outage)."""
+    a tick are no news (the wait lasts its whole timeout through an API outage); ``limit`` names the setting
+    of ``timeout`` (``"create_timeout"``) for the lines that say until when it keeps trying."""
     from . import _watch
 
     with _watch.watcher(client, kind).watch(ident, first).until(time.monotonic() + float(timeout)) as sub:
@@ -143,6 +145,7 @@ def wait(
             not_found_grace=not_found_grace,
             transient=lambda exc: errors.is_transient(exc) or isinstance(exc, NoAnswerYet),
             sleep=lambda seconds: None,  # the watcher paces: fetch blocks until its next tick
+            limit=limit,
         )
 
 
@@ -151,15 +154,18 @@ def persist(
     *,
     window: float,
     what: str,
+    limit: str,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """``call()`` until it answers or fails for good; 429, 5xx and connection failures (after the transport's
-    own retries) are tried again with growing pauses for ``window`` seconds, each try logged.
+    own retries) are tried again with growing pauses for ``window`` seconds, each try logged with until when it
+    goes on and what sets that (``limit``: ``"delete_timeout 900 s"``).
 
     For the calls that must outlast an outage: the stop after a failed create and the stop of a delete. A
     create is never passed here (the client's reconciliation owns its retries)."""
     start, delay = clock(), 1.0
+    last = until(window)
     while True:
         try:
             return call()
@@ -168,7 +174,10 @@ def persist(
             if not errors.is_transient(exc) or spent + delay > window:
                 raise
             cause, _ = explain(exc)
-            log(f"{what}: {cause}; trying again in {format_elapsed(delay)} ({format_elapsed(spent)} so far)")
+            log(
+                f"{what}: {cause}; trying again in {format_elapsed(delay)} ({format_elapsed(spent)} so far; "
+                f"keeps trying until {last}, {limit})"
+            )
             sleep(delay)
             delay = min(delay * 2, PERSIST_MAX_DELAY)
 
@@ -293,7 +302,10 @@ def _stop_after_failed_create(
         attempts += 1
         try:
             persist(
-                stop, window=STOP_PERSIST_WINDOW, what=f"{kind} {ident}: stopping it after the failed create"
+                stop,
+                window=STOP_PERSIST_WINDOW,
+                what=f"{kind} {ident}: stopping it after the failed create",
+                limit=f"a stop after a failed create tries for {format_elapsed(STOP_PERSIST_WINDOW)}",
             )
         except errors.NotFound:
             if delays:

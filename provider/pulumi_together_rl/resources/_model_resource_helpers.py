@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pulumi.dynamic import CheckFailure, CreateResult
-from pydantic import Field, StrictBool, StrictFloat, StrictStr, model_validator
+from pydantic import Field, StrictBool, StrictFloat, model_validator
 
 from .. import config
 from ..client import errors
+from ..client.matching import resource_differences
 from ..client.models import (
     RESOURCE_GONE,
     ModelResourceCreateRequest,
@@ -22,10 +23,26 @@ from ..client.models import (
     TrainingSessionStatus,
 )
 from ..client.models import ModelResource as WireModelResource
+from ..waiting import printable
 from . import _lookups as lookups
 from ._base import api_client, needs_remote_check, remote_check
 from ._errors import ProviderError, explain, log
-from ._inputs import StrictInputs, WholeInt, contains_unknown, drop_none, iso, pick, short_id
+from ._inputs import (
+    ID_MAX,
+    OWNER_KEY,
+    PathId,
+    StrictInputs,
+    WholeInt,
+    answers_the_input,
+    contains_unknown,
+    drop_none,
+    id_prefix,
+    iso,
+    pick,
+    refused_at_check,
+    short_id,
+    text,
+)
 from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
 from ._lookups import estimate_cost, supported_models
 
@@ -42,7 +59,7 @@ _REPLACE_ON_CHANGES = (
 )
 _UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id", "max_price_per_hour")
 _ESTIMATE_KEYS = ("price_per_hour", "currency")  # added by check (estimate-cost); diff never looks at them
-_INPUT_KEYS = _REPLACE_ON_CHANGES + _UPDATE_IN_PLACE + _ESTIMATE_KEYS
+_INPUT_KEYS = (*_REPLACE_ON_CHANGES, *_UPDATE_IN_PLACE, *_ESTIMATE_KEYS, OWNER_KEY)
 _REMOTE_CHECK_KEYS = (*_REPLACE_ON_CHANGES, "adopt_id")
 _SESSION_FACTS = (
     "base_model",
@@ -65,9 +82,21 @@ _OUTPUT_KEYS = (
 )
 
 
+# Ceilings of the numeric inputs (documented in ModelResourceArgs). Pulumi carries any double, inf included,
+# and every one of these reaches a wait, the API or a comparison: each is finite and bounded.
+_REPLICAS_MAX = 64  # well above any allocation on offer; 2**63 once reached the API and priced at 5e19 USD/h
+_CREATE_TIMEOUT_MAX = 7 * 24 * 3600  # 604800 s: a capacity queue has no time limit, but a week is plenty
+_DELETE_TIMEOUT_MAX = 24 * 3600  # 86400 s: a stop that takes longer than a day will not end by waiting
+_PRICE_MAX = 10000.0  # per hour, in the estimate's currency: far above any allocation on offer
+
+
+_BaseModelName = text(min_length=1, max_length=ID_MAX)
+_WeightsRef = text(max_length=256, pattern=r"^together://ml_[A-Za-z0-9]+(@rv_[A-Za-z0-9]+)?$")
+
+
 class _ComputeConfig(StrictInputs):
     gpu_type: Literal["B200-SXM", "H100-80GB"] | None = None
-    num_generator_replicas: WholeInt | None = Field(None, ge=0)
+    num_generator_replicas: WholeInt | None = Field(None, ge=0, le=_REPLICAS_MAX)
 
 
 class _Muon(StrictInputs):
@@ -100,28 +129,28 @@ class _OptimizerConfig(StrictInputs):
 class _Inputs(StrictInputs):
     """Validated inputs of a model resource (what ``check`` returns, normalised)."""
 
-    base_model: StrictStr | None = Field(None, min_length=1)
-    base_weights_ref: StrictStr | None = Field(
-        None, max_length=256, pattern=r"^together://ml_[A-Za-z0-9]+(@rv_[A-Za-z0-9]+)?$"
-    )
+    base_model: _BaseModelName | None = None
+    base_weights_ref: _WeightsRef | None = None
     compute_config: _ComputeConfig | None = None
     lora_enabled: StrictBool | None = None
     optimizer_config: _OptimizerConfig | None = None
     inactive_timeout: WholeInt | None = Field(None, ge=300, le=86400)
-    create_timeout: StrictFloat | None = Field(None, gt=0)
-    delete_timeout: StrictFloat | None = Field(None, gt=0)
+    create_timeout: StrictFloat | None = Field(None, gt=0, le=_CREATE_TIMEOUT_MAX, allow_inf_nan=False)
+    delete_timeout: StrictFloat | None = Field(None, gt=0, le=_DELETE_TIMEOUT_MAX, allow_inf_nan=False)
     force_stop: StrictBool | None = None
-    adopt_id: StrictStr | None = Field(None, min_length=1)
-    max_price_per_hour: StrictFloat | None = Field(None, gt=0)
+    adopt_id: PathId | None = None
+    max_price_per_hour: StrictFloat | None = Field(None, gt=0, le=_PRICE_MAX, allow_inf_nan=False)
 
 
 _HINTS = {
-    "base_model": 'Set base_model to a model listed by GET /v1/rl/supported-models, e.g. "Qwen/Qwen3.5-4B"',
+    "base_model": 'Set base_model to a model listed by GET /v1/rl/supported-models, e.g. "Qwen/Qwen3.5-4B" '
+    f"(at most {ID_MAX} characters)",
     "base_weights_ref": "Use a model-registry reference such as together://ml_A1b2C3 (optionally with "
     "@rv_<revision>), at most 256 characters",
     "compute_config": "compute_config takes gpu_type and num_generator_replicas",
     "compute_config.gpu_type": 'Use "B200-SXM" or "H100-80GB", or leave it unset for the model\'s default GPU',
-    "compute_config.num_generator_replicas": "Use a whole number >= 0 (0 = trainer only; RL needs at least 1)",
+    "compute_config.num_generator_replicas": f"Use a whole number from 0 to {_REPLICAS_MAX} (0 = trainer only; "
+    "RL needs at least 1)",
     "lora_enabled": "Use true (LoRA sessions) or false (one full-weight session)",
     "optimizer_config": 'Use {"adam": {}} or {"muon": {"scaling_strategy": ...}}',
     "optimizer_config.adam": "adam takes no settings: use {}",
@@ -129,11 +158,14 @@ _HINTS = {
     "optimizer_config.muon.scaling_strategy": "Use MUON_SCALING_STRATEGY_MATCH_ADAM, "
     "MUON_SCALING_STRATEGY_ORIGINAL or MUON_SCALING_STRATEGY_UNSPECIFIED",
     "inactive_timeout": "Use a whole number of seconds from 300 to 86400 (the API default is 3600)",
-    "create_timeout": "Use a number of seconds > 0 (default 3600)",
-    "delete_timeout": "Use a number of seconds > 0 (default 900)",
+    "create_timeout": f"Use a number of seconds greater than 0 and at most {_CREATE_TIMEOUT_MAX} (7 days); the "
+    "default is 3600",
+    "delete_timeout": f"Use a number of seconds greater than 0 and at most {_DELETE_TIMEOUT_MAX} (1 day); the "
+    "default is 900",
     "force_stop": "Use true or false",
-    "adopt_id": "Use the id of an existing model resource, or leave adopt_id unset",
-    "max_price_per_hour": "Use a price > 0 in the estimate's currency (USD), or leave it unset for no ceiling",
+    "adopt_id": f"Use the id of an existing model resource (at most {ID_MAX} characters), or leave adopt_id unset",
+    "max_price_per_hour": f"Use a price greater than 0 and at most {_PRICE_MAX:.0f} in the estimate's currency "
+    "(USD), or leave it unset for no ceiling",
 }
 
 
@@ -170,8 +202,17 @@ def _price(inputs: Mapping[str, Any]) -> str:
 
 
 def _ask(client: Any, inputs: dict[str, Any]) -> tuple[list[CheckFailure], Any]:
-    """(failures, cost estimate or None) from the API, for a resource whose ``base_model`` is known."""
-    failures = _check_supported(inputs, supported_models(client))
+    """(failures, cost estimate or None) from the API, for a resource whose ``base_model`` is known.
+
+    An API answer about what was asked (a 4xx, :func:`._inputs.answers_the_input`) is a failure of the field it
+    was about; anything else propagates to :func:`._base.remote_check`, which skips the check."""
+    try:
+        models = supported_models(client)
+    except errors.ApiError as exc:
+        if not answers_the_input(exc):
+            raise
+        return [refused_at_check("base_model", "GET /v1/rl/supported-models", exc, _NOT_THE_RL_API)], None
+    failures = _check_supported(inputs, models)
     adopt_id = inputs.get("adopt_id")
     if not failures and isinstance(adopt_id, str):
         failures = _check_adoptable(client, adopt_id, inputs)
@@ -181,24 +222,44 @@ def _ask(client: Any, inputs: dict[str, Any]) -> tuple[list[CheckFailure], Any]:
     try:
         return [], estimate_cost(client, _to_request(inputs))
     except (errors.BadRequest, errors.Conflict) as exc:  # the API would refuse this create
-        field = exc.param if (exc.param or "").split(".")[0] in _HINTS else "base_model"
-        return [CheckFailure(field, f"the API refuses this model resource (HTTP {exc.status}: {exc.message}). "
+        field = printable(exc.param, 100) if (exc.param or "").split(".")[0] in _HINTS else "base_model"
+        return [CheckFailure(field, f"the API refuses this model resource (HTTP {exc.status}: "
+                                    f"{printable(exc.message or 'no message')}). "
                                     f"{_HINTS.get(field, 'Fix that input')}")], None  # fmt: skip
+    except errors.ApiError as exc:
+        if not answers_the_input(exc):
+            raise
+        return [refused_at_check("base_model", f"POST {_PATH}/estimate-cost", exc, "Check base_model and the "
+                                 "other inputs of this model resource; if they are right, the API cannot price "
+                                 "it now: run `pulumi preview` again later")], None  # fmt: skip
+
+
+_NOT_THE_RL_API = (
+    "Check together:baseUrl / TOGETHER_BASE_URL: it must be the Together API (the default, "
+    "https://api.together.ai), then run the command again"
+)
 
 
 def _check_adoptable(client: Any, adopt_id: str, inputs: Mapping[str, Any]) -> list[CheckFailure]:
     """``adopt_id`` names an active model resource whose settings match the declared ones."""
+    # The id is quoted by its first characters only (id_prefix), the request with a placeholder for it.
+    quoted = id_prefix(adopt_id)
     try:
         live = lookups.model_resource(client, adopt_id)
     except errors.NotFound:
-        return [CheckFailure("adopt_id", f"no model resource {adopt_id} exists (GET {_PATH}/{adopt_id} answered "
+        return [CheckFailure("adopt_id", f"no model resource {quoted} exists (GET {_PATH}/<adopt_id> answered "
                                          "404). Check adopt_id, or remove it to create a new one")]  # fmt: skip
+    except errors.ApiError as exc:
+        if not answers_the_input(exc):
+            raise
+        return [refused_at_check("adopt_id", f"GET {_PATH}/<adopt_id>", exc, "Check adopt_id (the id of an "
+                                 "existing model resource), or remove it to create a new one")]  # fmt: skip
     if live.status in RESOURCE_GONE:
-        return [CheckFailure("adopt_id", f"model resource {adopt_id} is {live.status.short}: only an active "
+        return [CheckFailure("adopt_id", f"model resource {quoted} is {live.status.short}: only an active "
                                          "resource can be adopted. Remove adopt_id to create a new one")]  # fmt: skip
     mismatched = [m.split(" (", 1)[0] for m in _mismatches(inputs, live)]  # field names only: no values
     if mismatched:
-        return [CheckFailure("adopt_id", f"model resource {adopt_id} was created with other settings: "
+        return [CheckFailure("adopt_id", f"model resource {quoted} was created with other settings: "
                                          f"{', '.join(mismatched)} differ. Declare the inputs it was created "
                                          "with, or remove adopt_id to create a new one")]  # fmt: skip
     return []
@@ -209,7 +270,7 @@ def _check_supported(inputs: Mapping[str, Any], models: Any) -> list[CheckFailur
     base_model = inputs.get("base_model")
     model = next((m for m in models.data if m.base_model == base_model), None)
     if model is None:
-        offered = ", ".join(m.base_model for m in models.data) or "none"
+        offered = printable(", ".join(m.base_model for m in models.data) or "none", 1000)  # the API's words
         # The rejected value is not repeated: it could be a secret pasted into the wrong field.
         return [CheckFailure("base_model", "base_model is not a model offered for post-training. "
                                            f"Use one of: {offered}")]  # fmt: skip
@@ -300,6 +361,7 @@ def _wait_ready(client: Any, first: WireModelResource, inputs: Mapping[str, Any]
         describe=_describe(id_),
         timeout=inputs.get("create_timeout") or config.MODEL_RESOURCE_CREATE_TIMEOUT,
         not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
+        limit="create_timeout",
     )
 
 
@@ -357,39 +419,7 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
 
 
 def _mismatches(inputs: Mapping[str, Any], mr: WireModelResource) -> list[str]:
-    actual = _inputs_from_api(mr)
-    out = []
-
-    def differs(name: str, declared: Any, have: Any) -> None:
-        out.append(f"{name} (declared {declared!r}, actual {have!r})")
-
-    if inputs.get("base_model") != mr.base_model:
-        differs("base_model", inputs.get("base_model"), mr.base_model)
-    ref, have_ref = inputs.get("base_weights_ref"), mr.base_weights_ref
-    if ref != have_ref and not (ref and have_ref and have_ref.startswith(ref + "@rv_")):
-        differs("base_weights_ref", ref, have_ref)
-    for key, value in (inputs.get("compute_config") or {}).items():
-        if actual["compute_config"].get(key) != value:
-            differs(f"compute_config.{key}", value, actual["compute_config"].get(key))
-    if inputs.get("lora_enabled", True) != mr.lora_enabled:
-        differs("lora_enabled", inputs.get("lora_enabled", True), mr.lora_enabled)
-    optimizer, have_optimizer = inputs.get("optimizer_config"), actual.get("optimizer_config") or {}
-    if optimizer and _optimizer_kind(optimizer) != _optimizer_kind(have_optimizer):
-        differs("optimizer_config", optimizer, have_optimizer)
-    elif optimizer and _optimizer_kind(optimizer) == "muon":
-        declared = (optimizer.get("muon") or {}).get("scaling_strategy")
-        have = (have_optimizer.get("muon") or {}).get("scaling_strategy")
-        have = _LEGACY_SCALING.get(have, have)
-        if declared is not None and declared != have:  # compared only when declared
-            differs("optimizer_config.muon.scaling_strategy", declared, have)
-    if "inactive_timeout" in inputs and inputs["inactive_timeout"] != mr.inactive_timeout:
-        differs("inactive_timeout", inputs["inactive_timeout"], mr.inactive_timeout)
-    return out
-
-
-_LEGACY_SCALING = {"MUON_SCALING_STRATEGY_MATCH_ADAMW": "MUON_SCALING_STRATEGY_MATCH_ADAM"}
-
-
-def _optimizer_kind(optimizer: Mapping[str, Any]) -> str:
-    """``"muon"`` or ``"adam"``: an empty config is the API default (Adam), older servers answer ``adamw``."""
-    return "muon" if optimizer.get("muon") is not None else "adam"
+    """Where ``mr`` differs from the declared inputs (``adopt_id``: only what is declared is held against it;
+    the one rule is :func:`~..client.matching.resource_differences`)."""
+    known = {k: v for k, v in pick(inputs, _REPLACE_ON_CHANGES).items() if not contains_unknown(v)}
+    return [str(d) for d in resource_differences(ModelResourceCreateRequest.model_validate(known), mr)]

@@ -19,8 +19,9 @@ The server (``python -m pulumi.dynamic``, module ``pulumi.dynamic.__main__``) an
 traceback.format_exc())``, so the CLI prints 13 to 26 lines of Python traceback around the one useful line.
 A :class:`~._errors.ProviderError` already is that line (``<doing> <kind> (<id>): <cause>. <what to do>``),
 so the server's ``traceback`` global is swapped for a stand-in whose ``format_exc`` returns just the message
-of a ProviderError; every other exception keeps its full traceback (it is a bug, and the traceback is what a
-report needs), and so does everything where ``TOGETHER_RL_DEBUG=1``.
+of a ProviderError; every other exception, and a ProviderError whose cause is a bug (:func:`._errors.is_bug`),
+keeps its full traceback (the traceback is what a report needs), and so does everything where
+``TOGETHER_RL_DEBUG=1``.
 
 Version guard: the swap happens only where that module is the running ``__main__`` and still has the
 ``_abort_with_traceback`` wrapper and a ``traceback`` global that is the standard module; anywhere else
@@ -37,7 +38,7 @@ import traceback
 from types import ModuleType
 from typing import Any
 
-from ._errors import ProviderError
+from ._errors import ProviderError, is_bug
 
 _SERVER_MODULE = "pulumi.dynamic.__main__"
 _lock = threading.Lock()
@@ -51,7 +52,9 @@ class _ShortTracebacks:
 
     def format_exc(self, *args: Any, **kwargs: Any) -> str:
         exc = sys.exc_info()[1]
-        if isinstance(exc, ProviderError) and os.environ.get("TOGETHER_RL_DEBUG") != "1":
+        debug = os.environ.get("TOGETHER_RL_DEBUG") == "1"
+        # A ProviderError that wraps a bug keeps the bug's traceback: that is what a report needs.
+        if isinstance(exc, ProviderError) and not debug and not is_bug(exc.__cause__):
             return str(exc)
         return traceback.format_exc(*args, **kwargs)
 
@@ -121,3 +124,13 @@ def shorten_tracebacks() -> bool:
             return False
         main.traceback = _ShortTracebacks()  # type: ignore[attr-defined]
     return True
+
+
+def watch_the_engine() -> bool:
+    """In the provider server only: watch the engine (:mod:`...lifeline`), so that a provider whose ``pulumi``
+    CLI was killed stops waiting, keeps its journal entries and exits. Whether a watch runs."""
+    if server_module() is None:
+        return False
+    from .. import lifeline
+
+    return lifeline.watch()

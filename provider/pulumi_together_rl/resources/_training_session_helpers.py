@@ -16,6 +16,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictStr, field_validator
 
 from .. import config
 from ..client import errors
+from ..client.matching import session_differences
 from ..client.models import (
     RESOURCE_GONE,
     SESSION_GONE,
@@ -27,7 +28,24 @@ from ..client.models import TrainingSession as WireTrainingSession
 from . import _lookups as lookups
 from ._base import api_client, needs_remote_check, remote_check
 from ._errors import ProviderError, explain
-from ._inputs import StrictInputs, WholeInt, canonical, drop_none, is_unknown, iso, pick, short_id
+from ._inputs import (
+    ID_MAX,
+    OWNER_KEY,
+    Id,
+    Name,
+    PathId,
+    StrictInputs,
+    WholeInt,
+    answers_the_input,
+    drop_none,
+    id_prefix,
+    is_unknown,
+    iso,
+    pick,
+    refused_at_check,
+    short_id,
+    text,
+)
 from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
 from ._lookups import supported_models
 
@@ -41,7 +59,7 @@ _UPDATE_IN_PLACE = ("display_name", "metadata", "create_timeout", "delete_timeou
 # lora_enabled, for check to validate against while its id is unknown. Diff never looks at it (a change of the
 # resource replaces it, so its id changes).
 _SPEC_KEY = "model_resource_spec"
-_INPUT_KEYS = (*_REPLACE_ON_CHANGES, *_UPDATE_IN_PLACE, _SPEC_KEY)
+_INPUT_KEYS = (*_REPLACE_ON_CHANGES, *_UPDATE_IN_PLACE, _SPEC_KEY, OWNER_KEY)
 _REMOTE_CHECK_KEYS = (*_REPLACE_ON_CHANGES, _SPEC_KEY)  # new, or one of these changed: ask the API again
 _OUTPUT_KEYS = (
     "status",
@@ -59,23 +77,26 @@ _OUTPUT_KEYS = (
 _WANDB_KEYS = ("entity", "project", "group", "run_id", "run_name", "url")
 _DISPLAY_NAME_MAX = 128
 _SEED_LIMIT = 2**53  # Pulumi's wire carries numbers as doubles: beyond this, integers lose precision
+# Pulumi carries any double, inf included, and a timeout reaches a wait: each is finite and bounded.
+_TIMEOUT_MAX = 24 * 3600  # 86400 s: a session starts (or stops) in minutes; a day is plenty for either
+_DisplayName = text(max_length=_DISPLAY_NAME_MAX)
 
 
 class _LoraConfig(StrictInputs):
     rank: WholeInt | None = Field(None, ge=1, le=64)
     alpha: WholeInt | None = Field(None, ge=1, le=128)
-    dropout: StrictFloat | None = Field(None, ge=0, lt=1)
+    dropout: StrictFloat | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
     seed: WholeInt | None = Field(None, ge=-_SEED_LIMIT, le=_SEED_LIMIT)
     train_unembed: StrictBool | None = None
 
 
 class _Wandb(StrictInputs):
-    entity: StrictStr | None = None
-    project: StrictStr | None = None
-    group: StrictStr | None = None
-    run_id: StrictStr | None = None
-    run_name: StrictStr | None = None
-    url: StrictStr | None = None
+    entity: Name | None = None
+    project: Name | None = None
+    group: Name | None = None
+    run_id: Name | None = None
+    run_name: Name | None = None
+    url: Name | None = None
 
     @field_validator("url")
     @classmethod
@@ -100,21 +121,21 @@ class _ResourceSpec(StrictInputs):
 class _Inputs(StrictInputs):
     """Validated inputs of a training session (what ``check`` returns, normalised)."""
 
-    model_resources_id: StrictStr | None = Field(None, min_length=1)
+    model_resources_id: PathId | None = None
     lora_config: _LoraConfig | None = None
-    resume_from_checkpoint_id: StrictStr | None = Field(None, min_length=1)
+    resume_from_checkpoint_id: Id | None = None
     load_optimizer: StrictBool | None = None
-    display_name: StrictStr | None = Field(None, max_length=_DISPLAY_NAME_MAX)
+    display_name: _DisplayName | None = None
     metadata: _Metadata | None = None
-    create_timeout: StrictFloat | None = Field(None, gt=0)
-    delete_timeout: StrictFloat | None = Field(None, gt=0)
-    adopt_id: StrictStr | None = Field(None, min_length=1)
+    create_timeout: StrictFloat | None = Field(None, gt=0, le=_TIMEOUT_MAX, allow_inf_nan=False)
+    delete_timeout: StrictFloat | None = Field(None, gt=0, le=_TIMEOUT_MAX, allow_inf_nan=False)
+    adopt_id: PathId | None = None
     model_resource_spec: _ResourceSpec | None = None
 
 
 _HINTS = {
     "model_resources_id": "Set model_resource=ModelResource(...) for a resource of this program, or "
-    "model_resources_id to the id of one made elsewhere",
+    f"model_resources_id to the id of one made elsewhere (at most {ID_MAX} characters)",
     "lora_config": "lora_config takes rank, alpha, dropout, seed and train_unembed",
     "lora_config.rank": "Use a whole number from 1 to 64 (and at most the model's max_rank)",
     "lora_config.alpha": "Use a whole number from 1 to 128",
@@ -122,15 +143,22 @@ _HINTS = {
     "lora_config.seed": "Use a whole number from -2**53 to 2**53: Pulumi carries numbers as doubles, which "
     "cannot hold larger integers exactly",
     "lora_config.train_unembed": "Use true or false",
-    "resume_from_checkpoint_id": "Use a checkpoint id, or leave it unset",
+    "resume_from_checkpoint_id": f"Use a checkpoint id (at most {ID_MAX} characters), or leave it unset",
     "load_optimizer": "Use true or false",
     "display_name": 'Use a name of at most 128 characters, or "" for none',
     "metadata": "metadata takes a wandb object",
     "metadata.wandb": "wandb takes entity, project, group, run_id, run_name and url (all strings)",
+    **{
+        f"metadata.wandb.{key}": f"Use the W&B {key.replace('_', ' ')} as plain text, or leave it unset"
+        for key in ("entity", "project", "group", "run_id", "run_name")
+    },
     "metadata.wandb.url": "Use the https:// URL of the W&B run",
-    "create_timeout": "Use a number of seconds > 0 (default 1800)",
-    "delete_timeout": "Use a number of seconds > 0 (default 600)",
-    "adopt_id": "Use the id of an existing training session, or leave adopt_id unset",
+    "create_timeout": f"Use a number of seconds greater than 0 and at most {_TIMEOUT_MAX} (1 day); the default "
+    "is 1800",
+    "delete_timeout": f"Use a number of seconds greater than 0 and at most {_TIMEOUT_MAX} (1 day); the default "
+    "is 600",
+    "adopt_id": f"Use the id of an existing training session (at most {ID_MAX} characters), or leave adopt_id "
+    "unset",
 }
 
 
@@ -140,23 +168,34 @@ def _check_remote(olds: Mapping[str, Any], inputs: dict[str, Any]) -> list[Check
     model's ``max_rank``, and ``adopt_id`` names an active session on that resource with the same settings."""
     if not needs_remote_check(olds, inputs, _REMOTE_CHECK_KEYS):
         return []
-    ident = inputs.get("display_name") or inputs.get("adopt_id") or "new"
+    adopt_id = inputs.get("adopt_id")
+    # Warnings name the session; an adopt_id only by its first characters (it is the user's, maybe mistyped).
+    ident = inputs.get("display_name") or (id_prefix(adopt_id) if isinstance(adopt_id, str) else "new")
     return remote_check(KIND, ident, lambda client: _ask(client, inputs)) or []
 
 
 def _ask(client: Any, inputs: Mapping[str, Any]) -> list[CheckFailure]:
     resource_id = inputs.get("model_resources_id")
     if isinstance(resource_id, str) and not is_unknown(resource_id):
+        # The id is quoted by its first characters only (id_prefix), the request with a placeholder for it.
+        quoted = id_prefix(resource_id)
         try:
             live = lookups.model_resource(client, resource_id)
         except errors.NotFound:
-            return [CheckFailure("model_resources_id", f"no model resource {resource_id} exists (GET "
-                                 f"{_RESOURCES}/{resource_id} answered 404). {_HINTS['model_resources_id']}")]  # fmt: skip
+            return [CheckFailure("model_resources_id", f"no model resource {quoted} exists (GET "
+                                 f"{_RESOURCES}/<model_resources_id> answered 404). "
+                                 f"{_HINTS['model_resources_id']}")]  # fmt: skip
+        except errors.ApiError as exc:
+            if not answers_the_input(exc):
+                raise
+            return [refused_at_check("model_resources_id", f"GET {_RESOURCES}/<model_resources_id>", exc,
+                                     "Check model_resources_id (the id of an existing model resource), or use "
+                                     "model_resource=ModelResource(...) for one of this program")]  # fmt: skip
         if live.status in RESOURCE_GONE:
-            return [CheckFailure("model_resources_id", f"model resource {resource_id} is {live.status.short}: "
+            return [CheckFailure("model_resources_id", f"model resource {quoted} is {live.status.short}: "
                                  "no session can start on it. Point it at an active resource, or create one "
                                  "with model_resource=ModelResource(...)")]  # fmt: skip
-        where = f"model resource {resource_id}"
+        where = f"model resource {quoted}"
         facts = {"base_model": live.base_model, "lora_enabled": live.lora_enabled,
                  "gpu_type": live.compute_config.gpu_type.value if live.compute_config.gpu_type else None}  # fmt: skip
     else:
@@ -182,7 +221,15 @@ def _check_lora(client: Any, lora: Any, facts: Mapping[str, Any], where: str) ->
     rank, base_model = lora.get("rank"), facts["base_model"]
     if not isinstance(rank, int) or not isinstance(base_model, str) or is_unknown(base_model):
         return []
-    model = next((m for m in supported_models(client).data if m.base_model == base_model), None)
+    try:
+        models = supported_models(client)
+    except errors.ApiError as exc:
+        if not answers_the_input(exc):
+            raise
+        return [refused_at_check("lora_config.rank", "GET /v1/rl/supported-models", exc, "Check "
+                                 "together:baseUrl / TOGETHER_BASE_URL: it must be the Together API (the "
+                                 "default, https://api.together.ai), then run the command again")]  # fmt: skip
+    model = next((m for m in models.data if m.base_model == base_model), None)
     if model is None:  # the model resource's own check says so
         return []
     gpu = facts["gpu_type"] if isinstance(facts["gpu_type"], str) else None
@@ -200,24 +247,31 @@ def _check_adoptable(
     client: Any, adopt_id: str, inputs: Mapping[str, Any], facts: Mapping[str, Any]
 ) -> list[CheckFailure]:
     """``adopt_id`` names a CREATING/RUNNING session on the declared resource, created with these settings."""
+    # The id is quoted by its first characters only (id_prefix), the request with a placeholder for it.
+    quoted = id_prefix(adopt_id)
     try:
         live = lookups.training_session(client, adopt_id)
     except errors.NotFound:
-        return [CheckFailure("adopt_id", f"no training session {adopt_id} exists (GET {_PATH}/{adopt_id} "
+        return [CheckFailure("adopt_id", f"no training session {quoted} exists (GET {_PATH}/<adopt_id> "
                                          "answered 404). Check adopt_id, or remove it to create a new one")]  # fmt: skip
+    except errors.ApiError as exc:
+        if not answers_the_input(exc):
+            raise
+        return [refused_at_check("adopt_id", f"GET {_PATH}/<adopt_id>", exc, "Check adopt_id (the id of an "
+                                 "existing training session), or remove it to create a new one")]  # fmt: skip
     if live.status not in (TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING):
-        return [CheckFailure("adopt_id", f"training session {adopt_id} is {live.status.short}: only a CREATING "
+        return [CheckFailure("adopt_id", f"training session {quoted} is {live.status.short}: only a CREATING "
                                          "or RUNNING session can be adopted. Remove adopt_id to create a new one")]  # fmt: skip
     declared = dict(inputs)
     if is_unknown(declared.get("model_resources_id")):  # a resource of this change: compare its model instead
         declared["model_resources_id"] = live.model_resources_id
         if isinstance(facts["base_model"], str) and facts["base_model"] != live.base_model:
-            return [CheckFailure("adopt_id", f"training session {adopt_id} runs on another base model than the "
+            return [CheckFailure("adopt_id", f"training session {quoted} runs on another base model than the "
                                              "model resource given as model_resource. Remove adopt_id, or "
                                              "adopt it onto its own model resource")]  # fmt: skip
     mismatched = [m.split(" (", 1)[0] for m in _mismatches(declared, live)]  # field names only: no values
     if mismatched:
-        return [CheckFailure("adopt_id", f"training session {adopt_id} was created with other settings: "
+        return [CheckFailure("adopt_id", f"training session {quoted} was created with other settings: "
                                          f"{', '.join(mismatched)} differ. Declare the inputs it was created "
                                          "with, or remove adopt_id to create a new one")]  # fmt: skip
     return []
@@ -320,6 +374,7 @@ def _wait_running(client: Any, first: WireTrainingSession, inputs: Mapping[str, 
         describe=_describe(id_),
         timeout=inputs.get("create_timeout") or config.TRAINING_SESSION_CREATE_TIMEOUT,
         not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
+        limit="create_timeout",
     )
 
 
@@ -357,18 +412,7 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
 
 
 def _mismatches(inputs: Mapping[str, Any], ts: WireTrainingSession) -> list[str]:
-    out = []
-    if inputs.get("model_resources_id") != ts.model_resources_id:
-        out.append(
-            f"model_resources_id (declared {inputs.get('model_resources_id')!r}, actual {ts.model_resources_id!r})"
-        )
-    effective = ts.lora_config.to_wire() if ts.lora_config else {}
-    for key, value in (inputs.get("lora_config") or {}).items():
-        if canonical(effective.get(key)) != canonical(value):
-            out.append(f"lora_config.{key} (declared {value!r}, actual {effective.get(key)!r})")
-    declared_ckpt = inputs.get("resume_from_checkpoint_id")
-    if declared_ckpt is not None and declared_ckpt != ts.resume_from_checkpoint_id:
-        out.append(
-            f"resume_from_checkpoint_id (declared {declared_ckpt!r}, actual {ts.resume_from_checkpoint_id!r})"
-        )
-    return out
+    """Where ``ts`` differs from the declared inputs (``adopt_id``: only what is declared is held against it;
+    the one rule is :func:`~..client.matching.session_differences`)."""
+    known = {k: v for k, v in inputs.items() if not is_unknown(v)}
+    return [str(d) for d in session_differences(_to_request(known), ts)]

@@ -1,26 +1,33 @@
 """The two transactions every create and delete of both resources goes through, once each.
 
-:func:`create_transaction`: journal the intent, POST (or take over what an interrupted create of the same
-request made), record the id, wait, write the outputs; on any failure after the POST stop the object and raise
-naming it. :func:`stop_transaction`: stop through an outage, judge a refused stop by the object's state, wait
-until it holds nothing. A :class:`Kind` (one per resource module) is what they need to know of a kind.
+:func:`create_transaction`: journal the intent, take over what an interrupted create of the same declaration
+made (by id, or by a strict unique match) or POST, record the id, wait, write the outputs; on any failure after
+the POST stop the object and raise naming it. :func:`stop_transaction`: stop through an outage, judge a refused
+stop by the object's state, wait until it holds nothing. A :class:`Kind` (one per resource module) is what they
+need to know of a kind.
+
+**The ownership rule** (``journal``): an existing object is taken over only with proof that this declaration
+made it: an id the journal recorded from this declaration's own POST, or a match that is unique under strict
+conditions (absent from that create's snapshot, made inside its POST's window, equal to the request with the
+server's defaults, claimed by no other entry or create in flight). Ambiguous: nothing is taken, nothing is
+POSTed, and the error says what was found. A failed create stops only the object its own POST (or take-over)
+produced, and never once the engine is gone (:mod:`..lifeline`): then its entry keeps the id for the next run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from pulumi.dynamic import CreateResult
 
-from .. import journal
+from .. import journal, lifeline
 from ..client import errors
-from ..waiting import NOTHING
+from ..client.reconcile import AmbiguousCreate, Attribution
+from ..waiting import NOTHING, format_elapsed
 from ._errors import ProviderError, explain, log
 from ._lifecycle import (
-    _aware,
     abandon,
     get_or_none,
     look_after_refused_stop,
@@ -46,21 +53,18 @@ class Kind:
     """Whether an object's state no longer holds anything (stopped, expired, failed)."""
     stopped_note: str
     """What a successful stop after a failed create means for billing."""
-    post: Callable[[Any, Any], Any]
-    """``(client, request) -> object``: the create, with the client's reconciliation."""
+    post: Callable[[Any, Any, Any], Any]
+    """``(client, request, record) -> object``: the create, with the client's reconciliation; ``record`` is the
+    journal entry (:class:`~..client.reconcile.CreateRecord`)."""
     get: Callable[[Any, str], Any]
     stop: Callable[[Any, str], Any]
-    find: Callable[[Any, Any, frozenset[str]], Any]
-    """``(client, request, existing_ids) -> object | None``: the client's reconciliation lookup."""
-    active: Callable[[Any, Any], Any]
-    """``(client, request) -> iterable``: the active objects a create of ``request`` could have made."""
+    find: Callable[[Any, Any, Attribution], Any]
+    """``(client, request, attribution) -> object | None``: the client's strict lookup (may raise
+    :class:`~..client.reconcile.AmbiguousCreate`)."""
     untouched: Callable[[Any], bool]
     """Whether an object is still active, not even stopping (a stop has not taken)."""
-
-
-JOURNAL_SKEW = timedelta(seconds=60)
-"""How much earlier than an interrupted create's own clock an object it made may say it was created
-(clock skew between this machine and the API)."""
+    price: Callable[[Any, Any], str | None] = lambda client, request: None
+    """``(client, request) -> "11.00 USD/h"`` or None: what an object like it costs, for the ambiguity report."""
 
 
 def create_transaction(
@@ -69,37 +73,32 @@ def create_transaction(
     request: Any,
     ident: str | None,
     *,
+    owner: str | None,
     wait_until: Callable[[Any], Any],
     to_outputs: Callable[[Any], dict[str, Any]],
 ) -> CreateResult:
-    """One create, whatever happens: journal the intent, POST (or take over what an interrupted create of the
-    same request made), record the id, wait, write the outputs; on any failure after the POST stop the object
-    and raise naming it. The journal entry goes when the engine gets the answer, except where an object may
-    be left (an unanswered create, a stop that failed): then the next create of the same request finds it."""
-    entry = journal.begin(kind.name, client.base_url, request.to_wire())
-    keep = False
+    """One create, whatever happens: journal the intent, take over what an interrupted create of the same
+    declaration (``owner``) made or POST, record the id, wait, write the outputs; on any failure after the POST
+    stop the object and raise naming it. The entry stays, as the record that its id is claimed (``done``), or
+    for the next run where an object may be left (an unanswered create, a stop that failed, a gone engine)."""
     try:
-        created = _take_over(kind, client, request, entry)
-        posted = created is None
-        if posted:
-            try:
-                created = kind.post(client, request)
-            except Exception as exc:
-                keep = bool(getattr(exc, "maybe_created", False))
-                cause, todo = explain(exc, "creating")
-                if keep:
-                    todo = (
-                        "Run `pulumi up` again on this machine: the create journal takes it over if it shows up, "
-                        "and makes a new one only if it does not; elsewhere, " + todo[0].lower() + todo[1:]
-                    )
-                raise ProviderError("creating", kind.name, ident, cause, todo) from exc
+        entry = journal.begin(kind.name, client.base_url, request.to_wire(), owner)
+    except journal.Unwritable as exc:
+        raise ProviderError("creating", kind.name, ident, exc.cause, exc.todo) from None
+    try:
+        created = _take_over(kind, client, request, entry, ident) or _post(
+            kind, client, request, entry, ident
+        )
         try:
             # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
-            if posted:
+            if entry.id != created.id:
                 entry.record(created.id)
                 log(f"{kind.name} {created.id}: created ({created.status.short}); waiting for {kind.target}")
             outputs = to_outputs(wait_until(created))  # the answer in hand is the first observation
         except BaseException as exc:
+            if lifeline.gone():
+                entry.leave(lifeline.GONE_NOTE)  # nobody will get an answer: the next run takes it over
+                raise
             stopped: list[bool] = []
             try:
                 abandon(
@@ -116,11 +115,125 @@ def create_transaction(
                     on_stopped=lambda: stopped.append(True),
                 )
             finally:
-                keep = not stopped  # a stop that failed leaves it for the next create to take over
+                if stopped:
+                    entry.discard()
+                else:  # left for the next create of this declaration, which may run in this process
+                    client.unclaim(created.id)
+        if lifeline.gone():
+            entry.leave(lifeline.GONE_NOTE)
+        else:
+            entry.done()
         return CreateResult(created.id, outputs)
     finally:
-        if not keep:
-            entry.remove()
+        if entry.state == "intent":
+            entry.discard()  # nothing was sent: nothing can be billing
+        entry.release()  # whatever is left of it stays on disk for the next run
+
+
+def _post(kind: Kind, client: Any, request: Any, entry: journal.Entry, ident: str | None) -> Any:
+    """POST the create through the client's reconciliation, the entry recording its snapshot and sends."""
+    try:
+        return kind.post(client, request, entry)
+    except Exception as exc:
+        maybe = bool(getattr(exc, "maybe_created", False))
+        if not maybe:
+            entry.discard()  # refused, or nothing sent: nothing can be billing
+        cause, todo = explain(exc, "creating")
+        if maybe:
+            todo = (
+                "Run `pulumi up` again on this machine: the create journal takes it over if it shows up and "
+                "can be told apart from others, and makes a new one only if nothing was made; elsewhere, "
+                + todo[0].lower()
+                + todo[1:]
+            )
+        raise ProviderError("creating", kind.name, ident, cause, todo) from exc
+
+
+def _take_over(kind: Kind, client: Any, request: Any, entry: journal.Entry, ident: str | None) -> Any:
+    """The active object an interrupted create of the same declaration made, if any (its entry is then
+    recorded in ``entry``), else None. Raises when it cannot tell (the API failed, or several objects match)."""
+    for old in journal.left_by_interrupted(entry):
+        if not old.claim():
+            continue  # a run still holds it (or another thread of this one took it first)
+        when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
+        try:
+            found = _interrupted_object(kind, client, request, old)
+        except AmbiguousCreate as exc:
+            old.release()
+            raise ProviderError(
+                "creating",
+                kind.name,
+                ident,
+                f"an interrupted `pulumi up` of this declaration ({when}) asked for it and never got the answer, "
+                f"and {exc}{_priced(kind, client, request)}",
+                f"If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, remove "
+                f"the journal entry {old.path} and run `pulumi up` to create a new one",
+            ) from exc
+        except Exception as exc:
+            # Could not look: creating now might make a second one. Leave the entry for the next run and stop.
+            old.release()
+            cause, _ = explain(exc)
+            raise ProviderError(
+                "creating",
+                kind.name,
+                old.id or ident,
+                f"an interrupted `pulumi up` ({when}) may have made this {kind.name}, and looking for it failed "
+                f"({cause})",
+                "Run `pulumi up` again once the API answers: it takes the object over if it exists",
+            ) from exc
+        if found is not None and not kind.gone(found):
+            entry.record(found.id)  # the proof carries over to this create's entry before the old one goes
+            old.discard()
+            how = "created it" if old.id else "asked for it and never got the answer"
+            log(
+                f"{kind.name} {found.id}: taking it over: an interrupted `pulumi up` of this declaration {how} at "
+                f"{when} and no state recorded it ({found.status.short}); waiting for {kind.target}"
+            )
+            if old.note == lifeline.GONE_NOTE:
+                log(SIGKILL_ADVICE)
+            return found
+        if old.id:
+            state = "not found" if found is None else found.status.short
+            log(f"{kind.name} {old.id}: an interrupted create made it at {when}; it is {state} now")
+            old.discard()  # proven gone (or another declaration's now): nothing of it is left billing
+        elif old.sends:
+            # Nothing it could have made shows up (or the API's clock hides it): kept, so that the orphan
+            # finder can still label what it made; its window is in the past, so it never matches again.
+            old.leave(
+                f"looked for at {journal.now_iso()} by a later create: nothing it could have made was found"
+            )
+        else:
+            old.discard()  # killed before its POST: it sent nothing
+    return None
+
+
+SIGKILL_ADVICE = (
+    "note: the `pulumi` command of that run was killed before it got the answer, so it may have left the stack "
+    "locked and a pending create in its state: if `pulumi up` said the stack is locked, `pulumi cancel` clears "
+    "the lock; once this update is done, `pulumi refresh --clear-pending-creates` clears the pending create"
+)
+
+
+def _interrupted_object(kind: Kind, client: Any, request: Any, old: journal.Entry) -> Any:
+    """What an interrupted create made: by id when it got that far, else by a strict unique match inside that
+    create's snapshot and POST window (None: it sent nothing, or nothing it made is active)."""
+    if old.id:
+        found = get_or_none(lambda i: kind.get(client, i), old.id)
+        # Claimed for this create (a match is claimed by the lookup): two declarations never get one object.
+        return found if found is None or client.claim(found.id) else None
+    window = old.window()
+    if old.snapshot is None or window is None:
+        return None  # killed before its POST: nothing was sent
+    attribution = Attribution(frozenset(old.snapshot), window, claimed=old.claimed, rivals=old.rivals)
+    return kind.find(client, request, attribution)
+
+
+def _priced(kind: Kind, client: Any, request: Any) -> str:
+    try:
+        price = kind.price(client, request)
+    except Exception:
+        return ""
+    return f"; each costs about {price}" if price else ""
 
 
 def stop_transaction(
@@ -143,7 +256,10 @@ def stop_transaction(
     answer: Any = NOTHING  # the stop's own answer: the wait's first observation
     try:
         answer = persist(
-            lambda: retry_404(stop, props=props), window=timeout, what=f"{kind.name} {ident}: stopping"
+            lambda: retry_404(stop, props=props),
+            window=timeout,
+            what=f"{kind.name} {ident}: stopping",
+            limit=f"delete_timeout {format_elapsed(timeout)}",
         )
     except errors.NotFound:
         not_found_on_stop(kind.name, ident, props)
@@ -174,52 +290,7 @@ def stop_transaction(
             failed=lambda obj: False,
             describe=describe,
             timeout=timeout,
+            limit="delete_timeout",
         )
     except Exception as exc:
         raise ProviderError("deleting", kind.name, ident, explain(exc, "deleting")[0], still_held) from exc
-
-
-def _take_over(kind: Kind, client: Any, request: Any, entry: journal.Entry) -> Any:
-    """The active object an interrupted create of the same request made, if any (claimed), else None."""
-    for old in journal.interrupted(kind.name, client.base_url, request.to_wire()):
-        if not journal.take(old):
-            continue  # another create of this process took it
-        when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
-        try:
-            found = _interrupted_object(kind, client, request, old)
-        except Exception as exc:
-            # Could not look: creating now might make a second one. Leave the entry for the next run and stop.
-            journal.give_back(old)
-            cause, _ = explain(exc)
-            raise ProviderError(
-                "creating",
-                kind.name,
-                old.id,
-                f"an interrupted `pulumi up` ({when}) may have made this {kind.name}, and looking for it failed "
-                f"({cause})",
-                "Run `pulumi up` again once the API answers: it takes the object over if it exists",
-            ) from exc
-        if found is not None and not kind.gone(found):
-            entry.record(found.id)
-            old.remove()
-            how = "created it" if old.id else "asked for it and never got the answer"
-            log(
-                f"{kind.name} {found.id}: taking it over: an interrupted `pulumi up` {how} at {when} and no "
-                f"state recorded it ({found.status.short}); waiting for {kind.target}"
-            )
-            return found
-        if old.id:
-            state = "not found" if found is None else found.status.short
-            log(f"{kind.name} {old.id}: an interrupted create made it at {when}; it is {state} now")
-        old.remove()
-    return None
-
-
-def _interrupted_object(kind: Kind, client: Any, request: Any, old: journal.Entry) -> Any:
-    """What an interrupted create made: by id when it got that far, else by matching what was made since."""
-    if old.id:
-        return get_or_none(lambda i: kind.get(client, i), old.id)
-    # No id: killed between the POST and its answer. Objects made before it began are not candidates.
-    cutoff = old.started - JOURNAL_SKEW
-    existing = frozenset(o.id for o in kind.active(client, request) if _aware(o.created_at) < cutoff)
-    return kind.find(client, request, existing)

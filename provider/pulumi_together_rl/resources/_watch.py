@@ -1,5 +1,5 @@
-"""The process's watchers: one :class:`~pulumi_together_rl.waiting.Watcher` per client and kind of object, and
-how fast each ticks.
+"""The process's watchers: one :class:`~pulumi_together_rl.waiting.Watcher` per API identity (base URL and API
+key) and kind of object, and how fast each ticks.
 
 Every wait of the provider (a create waiting for READY / RUNNING, a delete waiting for the slot to free) of one
 kind shares one watcher: one list request per tick (``created_by=me``, the statuses a list can show a waiting
@@ -16,6 +16,11 @@ The tick follows the state of what is waited for (the quickest need wins):
 * under 429: at least the ``Retry-After``, else twice the pace (:class:`~pulumi_together_rl.waiting.Watcher`).
 
 ``together:pollInterval`` (``TOGETHER_RL_POLL_INTERVAL``) caps the fast tick (tests set it to a few ms).
+
+A watcher is keyed by what its client talks to and as whom (:func:`identity`: the base URL and a digest of the
+API key), not by the client object: two clients of one account share one list per tick, and two accounts (or
+two APIs) never see each other's objects. A list of ``created_by=me`` is only ever right for the key that sent
+it.
 """
 
 from __future__ import annotations
@@ -60,8 +65,22 @@ def list_live(client: Any, kind: str) -> dict[str, Any]:
     return {o.id: o for o in found}
 
 
+class _Client:
+    """The client a watcher's requests go through: the latest one handed to :func:`watcher` for its identity.
+    Clients of one identity are interchangeable, but one may be closed since (a test's, or a cache's before
+    a reset), and the client of a new wait is one in use."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+
 _lock = threading.Lock()
-_watchers: dict[tuple[int, str], Watcher] = {}
+_watchers: dict[tuple[str, str, str], tuple[Watcher, _Client]] = {}
+
+
+def identity(client: Any) -> tuple[str, str]:
+    """What ``client`` talks to and as whom: its base URL and its API key's digest (never the key itself)."""
+    return (client.base_url, client.api_key_digest)
 
 
 def _fast() -> float:
@@ -87,21 +106,28 @@ def session_pace(objects: list[Any]) -> float:
 
 
 def watcher(client: Any, kind: str) -> Watcher:
-    """The process's watcher of ``kind`` (``"model resource"`` / ``"training session"``) for ``client``."""
-    key = (id(client), kind)
+    """The process's watcher of ``kind`` (``"model resource"`` / ``"training session"``) for the API and key
+    ``client`` uses (:func:`identity`); it makes its requests through ``client`` from now on."""
+    key = (*identity(client), kind)
     with _lock:
         found = _watchers.get(key)
         if found is None:
-            found = _watchers[key] = _make(client, kind)
-        return found
+            holder = _Client(client)
+            found = _watchers[key] = (_make(holder, kind), holder)
+        found[1].client = client
+        return found[0]
 
 
-def _make(client: Any, kind: str) -> Watcher:
-    get = client.get_model_resource if kind == "model resource" else client.get_training_session
+def _make(holder: _Client, kind: str) -> Watcher:
+    def get(ident: str) -> Any:
+        client = holder.client
+        call = client.get_model_resource if kind == "model resource" else client.get_training_session
+        return get_or_none(call, ident)
+
     return Watcher(
         kind,
-        list_all=lambda: list_live(client, kind),
-        get_one=lambda ident: get_or_none(get, ident),
+        list_all=lambda: list_live(holder.client, kind),
+        get_one=get,
         pace=resource_pace if kind == "model resource" else session_pace,
     )
 

@@ -64,9 +64,9 @@ from ..client import errors
 from ..client.models import RESOURCE_GONE, SESSION_HOLDS_SLOT
 from ..client.reconcile import LIVE_RESOURCE_STATUSES
 from . import _lookups as lookups
-from ._base import BaseProvider, api_client
+from ._base import BaseProvider, api_client, declaration_owner
 from ._errors import ProviderError, explain, log
-from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
+from ._inputs import OWNER_KEY, changed_keys, diff_inputs, pick, validate_inputs
 from ._lifecycle import get_or_none, kept_while_young, retry_404
 from ._model_resource_helpers import (
     _ATTACHED_TODO,
@@ -85,6 +85,7 @@ from ._model_resource_helpers import (
     _describe,
     _Inputs,
     _inputs_from_api,
+    _price,
     _sessions_on,
     _to_outputs,
     _to_request,
@@ -99,12 +100,12 @@ _LIFECYCLE = Kind(
     gone=lambda mr: mr.status in RESOURCE_GONE,
     # Without force: a resource its own create just made has no sessions of ours to take down.
     stopped_note="nothing is left billing",
-    post=lambda client, req: client.create_model_resource(req),
+    post=lambda client, req, record: client.create_model_resource(req, record=record),
     get=lambda client, id_: client.get_model_resource(id_),
     stop=lambda client, id_: client.stop_model_resource(id_),
-    find=lambda client, req, existing: client.find_created_model_resource(req, existing_ids=existing),
-    active=lambda client, req: client.iter_model_resources(status=LIVE_RESOURCE_STATUSES, created_by="me"),
+    find=lambda client, req, attribution: client.find_created_model_resource(req, attribution=attribution),
     untouched=lambda mr: mr.status in LIVE_RESOURCE_STATUSES,
+    price=lambda client, req: _price(lookups.estimate_cost(client, req).model_dump()),
 )
 """How a create of a model resource runs (the transaction is shared with sessions: ``_lifecycle``)."""
 
@@ -115,7 +116,7 @@ class ComputeConfigArgs(TypedDict, total=False):
     gpu_type: str
     """``"B200-SXM"`` or ``"H100-80GB"``; unset = the model's ``default_gpu_type``."""
     num_generator_replicas: int
-    """Generator replicas; 0 = trainer only (SFT/DPO), RL needs at least 1. Unset = the API default (1)."""
+    """Generator replicas, 0-64; 0 = trainer only (SFT/DPO), RL needs at least 1. Unset = the API default (1)."""
 
 
 class MuonConfigArgs(TypedDict, total=False):
@@ -136,14 +137,19 @@ class OptimizerConfigArgs(TypedDict, total=False):
 
 
 class ModelResourceArgs:
-    """Inputs of a :class:`ModelResource`. Every API input forces replacement (delete-before-replace)."""
+    """Inputs of a :class:`ModelResource`. Every API input forces replacement (delete-before-replace).
+
+    ``check`` (at preview) holds every input to the bounds given here: numbers finite and within their range,
+    strings free of control characters (newlines, tabs, escape sequences), ids at most 256 characters."""
 
     base_model: pulumi.Input[str]
-    """Required. A model from ``GET /v1/rl/supported-models``, e.g. ``"Qwen/Qwen3.5-4B"``."""
+    """Required. A model from ``GET /v1/rl/supported-models``, e.g. ``"Qwen/Qwen3.5-4B"`` (at most 256
+    characters)."""
     base_weights_ref: pulumi.Input[str] | None
-    """Model-registry weights to train instead of the base model's: ``together://ml_<id>[@rv_<revision>]``."""
+    """Model-registry weights to train instead of the base model's: ``together://ml_<id>[@rv_<revision>]``, at
+    most 256 characters."""
     compute_config: pulumi.Input[ComputeConfigArgs] | None
-    """``{"gpu_type": ..., "num_generator_replicas": ...}``; both optional."""
+    """``{"gpu_type": ..., "num_generator_replicas": 0-64}``; both optional."""
     lora_enabled: pulumi.Input[bool] | None
     """True (API default): hosts several LoRA sessions. False: one full-weight session."""
     optimizer_config: pulumi.Input[OptimizerConfigArgs] | None
@@ -151,16 +157,20 @@ class ModelResourceArgs:
     inactive_timeout: pulumi.Input[int] | None
     """Seconds (300-86400, API default 3600) without session activity after which the resource stops itself."""
     create_timeout: pulumi.Input[float] | None
-    """Provider option: seconds to wait for READY (default 3600). On timeout the resource is stopped."""
+    """Provider option: seconds to wait for READY, more than 0 and at most 604800 (7 days: a capacity queue has
+    no time limit); default 3600. On timeout the resource is stopped."""
     delete_timeout: pulumi.Input[float] | None
-    """Provider option: seconds to wait for STOPPING/STOPPED on delete (default 900)."""
+    """Provider option: seconds to wait for STOPPING/STOPPED on delete, more than 0 and at most 86400 (1 day);
+    default 900."""
     force_stop: pulumi.Input[bool] | None
     """Provider option: on delete, stop even with training sessions attached (they stop too). Default False."""
     adopt_id: pulumi.Input[str] | None
-    """Provider option: id of an existing active model resource to take over instead of creating one."""
+    """Provider option: id of an existing active model resource to take over instead of creating one (at most
+    256 characters)."""
     max_price_per_hour: pulumi.Input[float] | None
-    """Provider option: a ceiling on the estimated hourly price (the API's estimate-cost, in its currency, USD).
-    ``pulumi preview`` fails when the estimate exceeds it. Never replaces; changing it calls no API."""
+    """Provider option: a ceiling on the estimated hourly price (the API's estimate-cost, in its currency, USD),
+    more than 0 and at most 10000. ``pulumi preview`` fails when the estimate exceeds it. Never replaces;
+    changing it calls no API."""
 
     def __init__(
         self,
@@ -218,6 +228,9 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
     """Provider option, as declared."""
     max_price_per_hour: pulumi.Output[float | None]
     """Provider option, as declared."""
+    owner: pulumi.Output[str]
+    """The declaration that made it: ``org/project/stack/name``, from the program. The create journal records
+    it, so that only this declaration takes over what an interrupted create of it made. Never causes a diff."""
     price_per_hour: pulumi.Output[float | None]
     """The estimated hourly price (``POST /v1/rl/model-resources/estimate-cost``), as of the last change of its
     inputs; known at preview. Unset when the estimate could not be had (the API could not be asked)."""
@@ -255,6 +268,7 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props: dict[str, Any] = {key: getattr(args, key, None) for key in _INPUT_KEYS}
+        props[OWNER_KEY] = declaration_owner(resource_name)
         props.update(dict.fromkeys(_OUTPUT_KEYS))
         super().__init__(_ModelResourceProvider(), resource_name, props, opts)
         # What a TrainingSession given `model_resource=self` validates against at preview, when the id is not
@@ -296,6 +310,7 @@ class _ModelResourceProvider(BaseProvider):
             client,
             _to_request(inputs),
             inputs.get("base_model"),
+            owner=inputs.get(OWNER_KEY),
             wait_until=lambda created: _wait_ready(client, created, inputs),
             to_outputs=lambda ready: _to_outputs(inputs, ready),
         )

@@ -53,9 +53,9 @@ from .. import config
 from ..client.models import SESSION_GONE, TrainingSessionUpdateRequest
 from ..client.reconcile import LIVE_SESSION_STATUSES
 from . import _lookups as lookups
-from ._base import BaseProvider, api_client
+from ._base import BaseProvider, api_client, declaration_owner
 from ._errors import ProviderError, explain, log
-from ._inputs import changed_keys, diff_inputs, pick, validate_inputs
+from ._inputs import OWNER_KEY, changed_keys, diff_inputs, pick, validate_inputs
 from ._lifecycle import get_or_none, kept_while_young, retry_404
 from ._training_session_helpers import (
     _DISPLAY_NAME_MAX,
@@ -87,13 +87,10 @@ _LIFECYCLE = Kind(
     target="RUNNING",
     gone=lambda ts: ts.status in SESSION_GONE,
     stopped_note="the session is over; its model resource is not affected (it bills until destroyed)",
-    post=lambda client, req: client.create_training_session(req),
+    post=lambda client, req, record: client.create_training_session(req, record=record),
     get=lambda client, id_: client.get_training_session(id_),
     stop=lambda client, id_: client.stop_training_session(id_),
-    find=lambda client, req, existing: client.find_created_training_session(req, existing_ids=existing),
-    active=lambda client, req: client.iter_training_sessions(
-        status=LIVE_SESSION_STATUSES, model_resources_id=req.model_resources_id, created_by="me"
-    ),
+    find=lambda client, req, attribution: client.find_created_training_session(req, attribution=attribution),
     untouched=lambda ts: ts.status in LIVE_SESSION_STATUSES,
 )
 """How a create of a training session runs (the transaction is shared with model resources: ``_lifecycle``)."""
@@ -115,8 +112,8 @@ class LoraConfigArgs(TypedDict, total=False):
 
 
 class WandbMetadataArgs(TypedDict, total=False):
-    """Weights & Biases bookkeeping (Together never writes to W&B). All optional strings; a key removed later
-    is cleared on the session."""
+    """Weights & Biases bookkeeping (Together never writes to W&B). All optional strings without control
+    characters (newlines, tabs, escape sequences); a key removed later is cleared on the session."""
 
     entity: str
     """The W&B entity (user or team) the run belongs to."""
@@ -143,32 +140,38 @@ class TrainingSessionArgs:
     """Inputs of a :class:`TrainingSession`. ``display_name`` and ``metadata`` update in place; the rest replace.
 
     Name the model resource with exactly one of ``model_resource`` (a :class:`ModelResource` of this program)
-    or ``model_resources_id`` (the id of one made elsewhere)."""
+    or ``model_resources_id`` (the id of one made elsewhere).
+
+    ``check`` (at preview) holds every input to the bounds given here: numbers finite and within their range,
+    strings free of control characters (newlines, tabs, escape sequences), ids at most 256 characters."""
 
     model_resource: ModelResource | None
     """The :class:`ModelResource` of this program to run on. Preferred: ``pulumi preview`` then validates the
     session against that resource's declared inputs (LoRA vs full weight, rank <= the model's ``max_rank``)
     even while the resource is new and its id unknown. Replaces (when the resource is replaced)."""
     model_resources_id: pulumi.Input[str] | None
-    """The id of an existing model resource made outside this program. Preview checks it exists and is
-    active. Replaces."""
+    """The id of an existing model resource made outside this program (at most 256 characters). Preview checks
+    it exists and is active. Replaces."""
     lora_config: pulumi.Input[LoraConfigArgs] | None
     """LoRA settings ``{rank, alpha, dropout, seed, train_unembed}``; LoRA resources only. Replaces."""
     resume_from_checkpoint_id: pulumi.Input[str] | None
-    """Start from this checkpoint. Replaces."""
+    """Start from this checkpoint (its id, at most 256 characters). Replaces."""
     load_optimizer: pulumi.Input[bool] | None
     """With a training checkpoint: restore optimizer state and step (API default true). Replaces."""
     display_name: pulumi.Input[str] | None
-    """Name shown in Together's dashboard, at most 128 characters. Defaults to the Pulumi resource name;
-    ``""`` for none. Updates in place."""
+    """Name shown in Together's dashboard, at most 128 characters, no control characters. Defaults to the
+    Pulumi resource name; ``""`` for none. Updates in place."""
     metadata: pulumi.Input[SessionMetadataArgs] | None
     """``{"wandb": {entity, project, group, run_id, run_name, url}}``. Updates in place; a removed key is cleared."""
     create_timeout: pulumi.Input[float] | None
-    """Provider option: seconds to wait for RUNNING (default 1800). On timeout the session is stopped."""
+    """Provider option: seconds to wait for RUNNING, more than 0 and at most 86400 (1 day); default 1800. On
+    timeout the session is stopped."""
     delete_timeout: pulumi.Input[float] | None
-    """Provider option: seconds to wait for the session to release its slot on delete (default 600)."""
+    """Provider option: seconds to wait for the session to release its slot on delete, more than 0 and at most
+    86400 (1 day); default 600."""
     adopt_id: pulumi.Input[str] | None
-    """Provider option: id of an existing CREATING/RUNNING session to take over instead of creating one."""
+    """Provider option: id of an existing CREATING/RUNNING session to take over instead of creating one (at
+    most 256 characters)."""
 
     def __init__(
         self,
@@ -241,6 +244,9 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
     model_resource_spec: pulumi.Output[dict[str, Any] | None]
     """With ``model_resource``: that resource's declared ``base_model``, ``compute_config`` and
     ``lora_enabled``, which ``check`` validates the session against at preview."""
+    owner: pulumi.Output[str]
+    """The declaration that made it: ``org/project/stack/name``, from the program. The create journal records
+    it, so that only this declaration takes over what an interrupted create of it made. Never causes a diff."""
 
     def __init__(
         self,
@@ -262,6 +268,7 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
         if args is not None and props["display_name"] is None:
             # The provider never sees the resource name; the API takes at most 128 characters.
             props["display_name"] = resource_name[:_DISPLAY_NAME_MAX]
+        props[OWNER_KEY] = declaration_owner(resource_name)
         props.update(dict.fromkeys(_OUTPUT_KEYS))
         super().__init__(_TrainingSessionProvider(), resource_name, props, opts)
 
@@ -300,6 +307,7 @@ class _TrainingSessionProvider(BaseProvider):
             client,
             _to_request(inputs),
             ident,
+            owner=inputs.get(OWNER_KEY),
             wait_until=lambda created: _wait_running(client, created, inputs),
             to_outputs=lambda running: _to_outputs(inputs, running),
         )

@@ -1,0 +1,90 @@
+"""The provider process's lifeline to its engine: when the ``pulumi`` CLI it serves is gone, it stops waiting
+and exits, keeping its create journal entries for the next run.
+
+The CLI starts each plugin in a process group of its own, so a CLI killed hard (SIGKILL: a CI runner's cancel,
+the OOM killer) leaves the dynamic provider running: it would go on waiting for READY for up to an hour, then
+finish its create and remove the journal entry of an object whose answer nobody received. The next ``pulumi up``
+would make a second one.
+
+:func:`watch` (started by ``configure`` in the provider server only) looks at the engine process every
+:data:`CHECK_EVERY` seconds (by pid *and* start time, :class:`~.journal.Process`, so a reused pid is not taken
+for it). Once it is gone, :func:`gone` is true: a create no longer stops its object or marks its entry done
+(the engine never got the answer), the POSTs in flight get up to :data:`POST_GRACE` seconds to answer (so their
+ids are recorded), then every entry this process holds is released with a note, and the process exits. The
+next ``pulumi up`` takes the objects over by id, even while this process is still shutting down.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from . import journal
+from .waiting import progress_line
+
+CHECK_EVERY = 0.5
+"""Seconds between two looks at the engine process."""
+
+POST_GRACE = 30.0
+"""Seconds the exit waits for POSTs in flight to answer, so that their ids are recorded."""
+
+GONE_NOTE = "the engine (the pulumi CLI) was gone before it got the answer"
+
+_gone = threading.Event()
+_lock = threading.Lock()
+_watching: list[threading.Thread] = []
+
+
+def gone() -> bool:
+    """Whether the engine this process serves is gone (its answers reach nobody)."""
+    return _gone.is_set()
+
+
+def watch(
+    engine: journal.Process | None = None,
+    *,
+    exit: Callable[[int], object] = os._exit,
+    every: float = CHECK_EVERY,
+) -> bool:
+    """Watch ``engine`` (default: :func:`journal.engine_process`) from a daemon thread, once per process.
+    Returns whether a watch is running (False when the engine cannot be told apart from another process)."""
+    engine = engine or journal.engine_process()
+    if engine.running() is not True:
+        return False  # cannot see it (no /proc, another namespace): no watch rather than a false alarm
+    with _lock:
+        if _watching:
+            return True
+        thread = threading.Thread(target=_watch, args=(engine, exit, every), name="lifeline", daemon=True)
+        _watching.append(thread)
+    thread.start()
+    return True
+
+
+def _watch(engine: journal.Process, exit: Callable[[int], object], every: float) -> None:
+    while engine.running() is not False:
+        time.sleep(every)
+    _gone.set()
+    progress_line(
+        f"the engine this provider served (pulumi, {engine.describe()}) is gone: keeping the create journal's "
+        "entries for the next `pulumi up` and exiting"
+    )
+    deadline = time.monotonic() + POST_GRACE
+    while time.monotonic() < deadline and any(_posting(e) for e in journal.holding()):
+        time.sleep(0.1)
+    for entry in journal.holding():
+        try:
+            entry.leave(GONE_NOTE)
+        except Exception:  # an unwritable folder: the lock still goes with the process
+            entry.release()
+    exit(0)
+
+
+def _posting(entry: journal.Entry) -> bool:
+    return entry.state == "posting" and bool(entry.sends) and entry.answered_at is None
+
+
+def reset() -> None:
+    """Forget that the engine was gone (tests)."""
+    _gone.clear()
