@@ -1,7 +1,8 @@
 """``python -m pulumi_together_rl``: the operator's command line.
 
 ``orphans`` (:mod:`pulumi_together_rl.orphans`): list, and with ``--stop`` stop, the active model resources
-and training sessions of the API key's user that no given Pulumi stack holds. ``policy-pack <folder>``
+and training sessions of the API key's user that no Pulumi stack holds (by default, every stack of the logged-in
+backend). ``policy-pack <folder>``
 (:mod:`pulumi_together_rl.policy.folder`): write the policy-pack folder that ``pulumi preview --policy-pack``
 takes. This module only parses the arguments; the logic and its documentation live in those modules.
 """
@@ -28,65 +29,101 @@ def build_parser() -> argparse.ArgumentParser:
         help="list (and with --stop, stop) active objects that no Pulumi stack holds",
         description=(
             "List the active model resources (PENDING, CREATING, READY) and training sessions (CREATING, "
-            "RUNNING) created by the API key's user that none of the given Pulumi stack states holds. A dry "
-            "run unless --stop is given."
+            "RUNNING) created by the API key's user that no stack state holds: by default the states of every "
+            "stack of the logged-in Pulumi backend. A dry run unless --stop is given; --stop lists what it will "
+            "stop and asks first. See docs/orphans.md."
         ),
         epilog=(
-            "Exit status: 0 done (a dry run, even with orphans; or every orphan stopped), 1 an error or a stop "
-            "that failed, 2 bad usage (for example no stack state), 3 orphans found with --fail-if-any."
+            "Keys and base URLs: --api-key / --base-url win, then each stack's together:apiKey / "
+            "together:baseUrl (stacks of the project in --cwd), then TOGETHER_API_KEY / TOGETHER_BASE_URL. "
+            "Exit status: 0 done (a dry run, even with orphans; every chosen orphan stopped; or the stop not "
+            "confirmed), 1 an error or a stop that failed, 2 bad usage, 3 orphans at least --min-age old found "
+            "with --fail-if-any, 4 --stop refused and nothing was stopped (no terminal to ask and no --yes, or no "
+            "state read holds any Together object)."
         ),
     )
-    sources = sub.add_argument_group("stack states (at least one, or --none)")
+    sources = sub.add_argument_group("stack states (default: every stack of the logged-in backend)")
     sources.add_argument(
         "--state",
         action="append",
         metavar="FILE",
-        help="a `pulumi stack export` JSON file (- for standard input); repeatable",
+        help="only this `pulumi stack export` JSON file (- for standard input); repeatable. Objects of the "
+        "stacks not given look orphaned (a warning says so)",
     )
     sources.add_argument(
         "--stack",
         action="append",
         metavar="NAME",
-        help="export this stack with the Pulumi CLI on PATH (`pulumi stack export --stack NAME`); repeatable",
+        help="only this stack, exported with the Pulumi CLI on PATH (`pulumi stack export --stack NAME`); "
+        "repeatable",
     )
     sources.add_argument(
         "--all-stacks",
         action="store_true",
-        help="export every stack of the project (`pulumi stack ls --json`)",
+        help="every stack of the logged-in backend, all projects (`pulumi stack ls --all`): the default; with "
+        "--state / --stack, those are read too",
     )
     sources.add_argument(
-        "--cwd", metavar="DIR", help="the Pulumi project folder for --stack / --all-stacks (default: here)"
+        "--cwd",
+        metavar="DIR",
+        help="the folder the Pulumi CLI runs in; the together:apiKey / together:baseUrl of its project's stacks "
+        "are read (default: here)",
     )
     sources.add_argument(
         "--none",
         action="store_true",
-        help="no stack holds anything: every active object is an orphan",
+        help="read no stack: no stack holds anything, on purpose, and every active object is an orphan",
     )
     api = sub.add_argument_group("Together API")
     api.add_argument(
         "--api-key",
         metavar="KEY",
-        help="the API key (default: $TOGETHER_API_KEY; prefer the variable: a flag shows in process lists)",
+        help="the API key for every stack (default: each stack's together:apiKey, else $TOGETHER_API_KEY; "
+        "prefer those: a flag shows in process lists)",
     )
     api.add_argument(
         "--base-url",
         metavar="URL",
-        help="the API's base URL (default: $TOGETHER_BASE_URL, else https://api.together.ai)",
+        help="the API's base URL for every stack (default: each stack's together:baseUrl, else "
+        "$TOGETHER_BASE_URL, else https://api.together.ai)",
     )
     what = sub.add_argument_group("what to do")
-    what.add_argument("--stop", action="store_true", help="stop the orphans (sessions first, never forced)")
+    what.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the orphans marked `--stop stops it` (sessions first, never forced), after listing them and "
+        "asking",
+    )
+    what.add_argument("--yes", action="store_true", help="with --stop: do not ask (for CI)")
+    what.add_argument(
+        "--min-age",
+        type=float,
+        default=orphans.DEFAULT_MIN_AGE_MINUTES,
+        metavar="MINUTES",
+        help="--stop leaves orphans younger than this running (a `pulumi up` elsewhere may be creating them), "
+        "unless the create journal says an interrupted create left them; every orphan is listed (default "
+        f"{orphans.DEFAULT_MIN_AGE_MINUTES:g})",
+    )
+    what.add_argument(
+        "--ignore-pending-creates",
+        action="store_true",
+        help="with --stop: also stop objects of a kind that a stack read has a pending create of",
+    )
+    what.add_argument(
+        "--ignore-journal-owner",
+        action="store_true",
+        help="with --stop: also stop objects whose create journal entry names a stack that was not read",
+    )
+    what.add_argument(
+        "--even-if-no-stack-holds-any",
+        action="store_true",
+        help="with --stop: stop even when no state read holds any Together object (refused otherwise)",
+    )
     what.add_argument("--json", action="store_true", help="print a JSON list of the orphans instead of lines")
     what.add_argument(
         "--fail-if-any",
         action="store_true",
-        help="exit 3 when a dry run finds orphans (for a scheduled CI job)",
-    )
-    what.add_argument(
-        "--min-age",
-        type=float,
-        default=0.0,
-        metavar="MINUTES",
-        help="leave out objects younger than this (a `pulumi up` elsewhere may be creating them); default 0",
+        help="exit 3 when a dry run finds orphans at least --min-age old (for a scheduled CI job)",
     )
     what.add_argument(
         "--timeout",
@@ -128,15 +165,16 @@ def _policy_pack(args: argparse.Namespace) -> int:
 
 
 def _orphans(args: argparse.Namespace) -> int:
-    given = bool(args.state or args.stack or args.all_stacks)
-    if args.none and given:
+    if args.none and (args.state or args.stack or args.all_stacks):
         args.parser.error(orphans.NONE_WITH_SOURCES)
-    if not args.none and not given:
-        args.parser.error(orphans.NO_SOURCES)
     if args.min_age < 0 or args.timeout < 0:
         args.parser.error("--min-age and --timeout must be 0 or more.")
-    if args.cwd and not (args.stack or args.all_stacks):
-        args.parser.error("--cwd is the project folder of --stack / --all-stacks; pass one of them with it.")
+    if args.cwd and (args.none or (args.state and not (args.stack or args.all_stacks))):
+        args.parser.error(
+            "--cwd is the folder the Pulumi CLI runs in; it means nothing with only --state files or --none."
+        )
+    if args.yes and not args.stop:
+        args.parser.error("--yes answers the prompt of --stop; pass --stop with it.")
     return orphans.run(args)
 
 

@@ -1,20 +1,22 @@
 """The orphan finder's logic (pulumi_together_rl.orphans) against the real emulator, without subprocesses.
 
 What a stack holds comes from `pulumi stack export` documents written here in the CLI's shape; the objects are
-made through the client, as `pulumi up` (or a notebook) would make them. The command line itself is tested in
-tests/e2e/test_orphans_cli.py.
+made through the client, as `pulumi up` (or a notebook) would make them. The command runs in this process
+(`orphans.run`), with its standard output and error in one stream, as a terminal shows them, and `now` moved
+forward where an object has to be old. The Pulumi CLI side is tested in tests/e2e/test_orphans_cli.py.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from pulumi_together_rl import journal, orphans
+from pulumi_together_rl.__main__ import build_parser
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
 
@@ -23,16 +25,16 @@ RESOURCE_TYPE = "pulumi-python:dynamic/together:ModelResource"
 SESSION_TYPE = "pulumi-python:dynamic/together:TrainingSession"
 
 
-def export_of(*held: tuple[str, str]) -> dict:
-    """A `pulumi stack export` document whose stack holds these (type, id) resources."""
+def export_of(*held: tuple[str, str], stack: str = "dev") -> dict:
+    """A `pulumi stack export` document whose stack (of project `team`) holds these (type, id) resources."""
     resources = [
         {
-            "urn": "urn:pulumi:dev::team::pulumi:pulumi:Stack::team-dev",
+            "urn": f"urn:pulumi:{stack}::team::pulumi:pulumi:Stack::team-{stack}",
             "custom": False,
             "type": "pulumi:pulumi:Stack",
         },
         {
-            "urn": "urn:pulumi:dev::team::pulumi:providers:pulumi-python::default",
+            "urn": f"urn:pulumi:{stack}::team::pulumi:providers:pulumi-python::default",
             "custom": True,
             "id": "5e1a9c6e-provider-id",
             "type": "pulumi:providers:pulumi-python",
@@ -41,7 +43,7 @@ def export_of(*held: tuple[str, str]) -> dict:
     for number, (kind, ident) in enumerate(held):
         resources.append(
             {
-                "urn": f"urn:pulumi:dev::team::{kind}::r{number}",
+                "urn": f"urn:pulumi:{stack}::team::{kind}::r{number}",
                 "custom": True,
                 "id": ident,
                 "type": kind,
@@ -81,12 +83,6 @@ def stop_posts(emulator) -> list[str]:
         for r in emulator.control.requests()
         if r["method"] == "POST" and r["path"].endswith("/stop")
     ]
-
-
-def dead_pid() -> int:
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
 
 
 # ------------------------------------------------------------------------------------------ stack states
@@ -225,49 +221,111 @@ def test_a_session_on_an_orphan_resource_says_so_and_the_resource_names_held_ses
     assert "--stop will leave it running" in orphans.format_line(found[shared])
 
 
+def interrupted_entry(client, request, ident: str, owner: str | None) -> journal.Entry:
+    """A journal entry as a `pulumi up` killed after its POST answered leaves it: an id, and its lock free."""
+    entry = journal.begin("model resource", client.base_url, request.to_wire(), owner)
+    entry.record(ident)
+    entry.release()  # the process that held it is gone
+    return entry
+
+
 def test_an_interrupted_create_in_the_journal_is_labelled_with_its_time(emulator, client):
     request = ModelResourceCreateRequest(base_model=MODEL)
     ident = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire())
-    entry.pid = dead_pid()  # the `pulumi up` that wrote it is gone
-    entry.record(ident)
+    entry = interrupted_entry(client, request, ident, "organization/team/dev/gpu")
     unlabelled = new_resource(client)
 
     found = {o.id: o for o in orphans.find_orphans(client, set(), journal.entries())}
 
-    assert found[ident].interrupted_at == entry.started
-    assert found[unlabelled].interrupted_at is None
-    stamp = entry.started.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    assert orphans.format_line(found[ident]).endswith(f"left by an interrupted pulumi up at {stamp}")
+    assert found[ident].interrupted_at == entry.started_at and found[ident].journal == "interrupted"
+    assert found[unlabelled].interrupted_at is None and found[unlabelled].journal is None
+    stamp = entry.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    assert orphans.format_line(found[ident]).endswith(
+        f"left by an interrupted pulumi up of organization/team/dev/gpu at {stamp}"
+    )
     assert "interrupted" not in orphans.format_line(found[unlabelled])
+
+
+def test_a_version_1_entry_labels_its_orphan_as_before(emulator, client, tmp_path):
+    ident = new_resource(client)
+    started = datetime(2025, 6, 1, 10, 22, tzinfo=timezone.utc)
+    journal.directory().mkdir(parents=True, exist_ok=True)
+    (journal.directory() / "old.json").write_text(
+        json.dumps(
+            {
+                "kind": "model resource",
+                "base_url": client.base_url,
+                "body": {"base_model": MODEL},
+                "pid": 999999,
+                "started_at": started.isoformat(),
+                "id": ident,
+            }
+        )
+    )
+
+    (found,) = orphans.find_orphans(client, set(), journal.entries())
+
+    assert found.journal == "interrupted" and found.journal_owner is None
+    assert orphans.format_line(found).endswith("left by an interrupted pulumi up at 2025-06-01 10:22 UTC")
+
+
+def test_a_finished_create_that_no_state_holds_says_so(emulator, client):
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    ident = client.create_model_resource(request).id
+    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
+    entry.record(ident)
+    entry.done()
+
+    (found,) = orphans.find_orphans(client, set(), journal.entries())
+
+    stamp = entry.answered_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    assert found.journal == "done"
+    assert found.journal_label == (
+        f"its create for organization/team/dev/gpu finished at {stamp}, but no given state holds it (the answer "
+        "may not have reached the engine, or the state lost it)"
+    )
 
 
 def test_an_object_a_running_process_is_creating_is_left_out_with_a_note(emulator, client):
     request = ModelResourceCreateRequest(base_model=MODEL)
     ident = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire())
-    entry.pid = 1  # alive, and not us: another `pulumi up` on this machine, its create still in flight
-    entry.record(ident)
-    elsewhere = journal.begin("model resource", "https://api.together.ai", request.to_wire())
-    elsewhere.pid = dead_pid()
-    elsewhere.record(ident)  # the same id but another API: says nothing about this one
-    notes: list[str] = []
+    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
+    entry.record(ident)  # this process holds its lock: a create in flight, as another `pulumi up` would
+    # The same id recorded for another API, by a process that is gone: it says nothing about this one.
+    elsewhere = journal.begin("model resource", "https://api.together.ai", request.to_wire(), None)
+    elsewhere.record(ident)
+    elsewhere.release()
+    try:
+        (found,) = orphans.find_orphans(client, set(), journal.entries())
+        orphans.decide([found], [], orphans.Rules(min_age=0))
+    finally:
+        entry.release()
 
-    found = orphans.find_orphans(client, set(), journal.entries(), note=notes.append)
+    assert found.id == ident and found.journal == "in_flight"
+    assert found.journal_label == (
+        f"a running process on this machine ({entry.process.describe()}) is creating it for "
+        "organization/team/dev/gpu"
+    )
+    assert f"pid {entry.process.pid}" in found.journal_label
+    assert found.stop is False and found.held_back == "in_flight"
+    assert (
+        "--stop leaves it running: a running process on this machine is creating it"
+        in orphans.format_line(found)
+    )
 
-    assert found == []
-    assert len(notes) == 1 and ident in notes[0] and "pid 1" in notes[0]
 
-
-def test_objects_younger_than_min_age_are_left_out(emulator, client):
+def test_every_orphan_is_listed_whatever_its_age(emulator, client):
     ident = new_resource(client)
-    notes: list[str] = []
-    now = datetime.now(timezone.utc)
 
-    assert orphans.find_orphans(client, set(), [], min_age=600, now=now, note=notes.append) == []
-    assert ident in notes[0] and "--min-age" in notes[0]
-    later = now + timedelta(minutes=11)
-    assert [o.id for o in orphans.find_orphans(client, set(), [], min_age=600, now=later)] == [ident]
+    (found,) = orphans.find_orphans(client, set(), [])
+
+    assert found.id == ident and found.age() < 60
+    orphans.decide([found], [], orphans.Rules(min_age=600))
+    assert found.young and found.stop is False and found.held_back == "too_young"
+    orphans.decide(
+        [found], [], orphans.Rules(min_age=600), now=datetime.now(timezone.utc) + timedelta(minutes=11)
+    )
+    assert not found.young and found.stop is True
 
 
 def test_a_listing_the_api_refuses_is_one_sentence_without_the_key(emulator, client):
@@ -425,7 +483,10 @@ def test_the_summary_counts_kinds_prices_and_what_was_done():
     ]
     assert orphans.summary(mixed).startswith("3 orphans: 3 model resources (~$3.50/h, 1 of unknown price).")
     assert orphans.summary([found[1]]).endswith("run again with --stop to stop it.")
-    assert orphans.summary([], held=3, states=1).startswith("No orphans: every active model resource")
+    assert orphans.summary([], held=3, states=1) == (
+        "No orphans: every active model resource and training session of this key's user is held by the stack "
+        "states read (3 held ids in 1 state)."
+    )
 
 
 def test_an_orphan_session_whose_stop_failed_keeps_its_resource_running_and_says_why(emulator, client):
@@ -453,3 +514,520 @@ def test_a_refused_stop_that_cannot_be_looked_up_counts_as_failed(emulator, clie
     assert result.message.startswith(
         f"stopping model resource ({stray}): the API refused it (HTTP 409: busy)"
     )
+
+
+# ------------------------------------------------------------------------------------------ states and the CLI
+
+
+def fake_pulumi(monkeypatch, returncode: int, stdout: str, stderr: str = ""):
+    """A `pulumi` on PATH whose answer is given: what `stack_config` and `list_stacks` do with it."""
+    calls: list[list[str]] = []
+    monkeypatch.setattr("pulumi_together_rl.orphans.states.shutil.which", lambda name: "/opt/bin/pulumi")
+
+    def run(command, **kwargs):
+        calls.append(command[1:])
+        return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+
+    return run, calls
+
+
+def test_stack_config_takes_the_two_keys_and_nothing_else(monkeypatch):
+    # The shape `pulumi config --json --show-secrets` answers (Pulumi CLI v3.274.1).
+    answer = {
+        "together:apiKey": {"value": "tk-dev-key", "secret": True},
+        "together:baseUrl": {"value": "http://127.0.0.1:9/", "secret": False},
+        "db:password": {"value": "hunter2", "secret": True},
+    }
+    run, calls = fake_pulumi(monkeypatch, 0, json.dumps(answer))
+
+    found = orphans.stack_config("organization/team/dev", cwd="/p", run=run)
+
+    assert found == {"together:apiKey": "tk-dev-key", "together:baseUrl": "http://127.0.0.1:9/"}
+    assert calls == [
+        ["config", "--json", "--show-secrets", "--stack", "organization/team/dev", "--non-interactive"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stdout", "stderr", "cause"),
+    [
+        (
+            1,
+            '{"together:apiKey": {"value": "tk-dev-key", "secret": true}}',
+            "error: incorrect passphrase",
+            "incorrect passphrase",
+        ),
+        (1, '{"together:apiKey": {"value": "tk-dev-key", "secret": true}}', "", "exit status 1"),
+        (0, '{"together:apiKey": {"value": "tk-dev-key", "secret": true', "", "did not answer a JSON object"),
+        (0, '{"together:apiKey": {"secret": true}}', "", "did not show the secret together:apiKey"),
+    ],
+)
+def test_a_config_that_cannot_be_read_is_one_sentence_without_its_secrets(
+    monkeypatch, returncode, stdout, stderr, cause
+):
+    run, _ = fake_pulumi(monkeypatch, returncode, stdout, stderr)
+
+    with pytest.raises(orphans.OrphanError) as caught:
+        orphans.stack_config("dev", run=run)
+
+    message = str(caught.value)
+    assert message.startswith("reading the config of stack (dev): ") and cause in message
+    assert "tk-dev-key" not in message and "\n" not in message
+
+
+def test_list_stacks_asks_for_every_project_by_fully_qualified_name(monkeypatch):
+    listed = [
+        {
+            "name": "organization/team/dev",
+            "current": False,
+            "lastUpdate": "2026-01-01T00:00:00Z",
+            "resourceCount": 4,
+        },
+        {"name": "organization/other/prod", "current": False, "updateInProgress": True, "resourceCount": 2},
+    ]
+    run, calls = fake_pulumi(monkeypatch, 0, json.dumps(listed))
+    notes: list[str] = []
+
+    assert orphans.list_stacks(run=run, note=notes.append) == [
+        "organization/team/dev",
+        "organization/other/prod",
+    ]
+    assert calls == [["stack", "ls", "--all", "--json", "--fully-qualify-stack-names", "--non-interactive"]]
+    assert len(notes) == 1 and "organization/other/prod has an update in progress" in notes[0]
+
+
+def test_a_file_state_names_its_stack_and_the_commands_that_clear_its_pending_creates():
+    state = orphans.StackState("dev.json", export_of((RESOURCE_TYPE, "mr-1")))
+    listed = orphans.StackState(
+        "stack organization/team/prod",
+        export_of(stack="prod"),
+        name="organization/team/prod",
+        folder="/work/my project",
+    )
+
+    assert state.title == "dev.json (stack dev of project team)"
+    assert state.is_stack("organization", "team", "dev") and not state.is_stack(
+        "organization", "team", "prod"
+    )
+    assert state.clear_commands() == (
+        "pulumi cancel --yes --stack dev",
+        "pulumi refresh --clear-pending-creates --yes --stack dev",
+        " in the folder of project team",
+    )
+    assert listed.is_stack("organization", "team", "prod") and not listed.is_stack("acme", "team", "prod")
+    assert listed.clear_commands() == (
+        "pulumi cancel --yes --stack organization/team/prod",
+        "pulumi refresh --clear-pending-creates --yes --stack organization/team/prod --cwd '/work/my project'",
+        "",
+    )
+
+
+# ------------------------------------------------------------------------------------------ the command
+
+
+def later() -> datetime:
+    """Three hours from now: every object made by the test is past the default --min-age (90 min)."""
+    return datetime.now(timezone.utc) + timedelta(hours=3)
+
+
+class Terminal(io.StringIO):
+    """Standard input on a terminal that answers ``answer``. When the command reads it, it notes what the user
+    had seen by then and which stops the emulator had received."""
+
+    def __init__(self, answer: str, screen: io.StringIO, emulator) -> None:
+        super().__init__(answer)
+        self.screen, self.emulator = screen, emulator
+        self.seen: str | None = None
+        self.stops_before_answer: list[str] | None = None
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self, *args) -> str:
+        self.seen = self.screen.getvalue()
+        self.stops_before_answer = stop_posts(self.emulator)
+        return super().readline(*args)
+
+
+class Unread(io.StringIO):
+    """A terminal nobody may read from (``--yes`` must not ask)."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self, *args) -> str:
+        raise AssertionError("the command read standard input")
+
+
+def command(emulator, *argv: str, answer: str | None = None, stdin=None, now=None):
+    """`orphans ARGV` in this process, stdout and stderr in one stream as a terminal shows them:
+    (exit status, what was written, the standard input it had)."""
+    screen = io.StringIO()
+    if stdin is None:
+        stdin = Terminal(answer, screen, emulator) if answer is not None else io.StringIO("y\n")
+    args = build_parser().parse_args(["orphans", *argv])
+    code = orphans.run(args, stdout=screen, stderr=screen, stdin=stdin, now=now)
+    return code, screen.getvalue(), stdin
+
+
+def state_file(tmp_path, name: str, *held: tuple[str, str], stack: str = "dev", pending=()) -> str:
+    document = export_of(*held, stack=stack)
+    document["deployment"]["pending_operations"] = [
+        {
+            "type": "creating",
+            "resource": {
+                "urn": f"urn:pulumi:{stack}::team::{kind}::{resource}",
+                "custom": True,
+                "type": kind,
+            },
+        }
+        for kind, resource in pending
+    ]
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def listing_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(("model resource  ", "training session  "))]
+
+
+def active_ids(emulator) -> set[str]:
+    state = emulator.control.state()
+    return {
+        o["id"]
+        for o in state["model_resources"] + state["training_sessions"]
+        if o["status"].endswith(("PENDING", "CREATING", "READY", "RUNNING"))
+    }
+
+
+@pytest.fixture
+def team(emulator, client, tmp_path):
+    """dev.json holds one resource; a stray resource with a session on it, and a stray session on dev's one."""
+    kept = new_resource(client)
+    stray = new_resource(client)
+    stray_session = new_session(client, stray)
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+    price = client.estimate_model_resource_cost(ModelResourceCreateRequest(base_model=MODEL)).price_per_hour
+    emulator.control.clear_requests()
+    return {"kept": kept, "stray": stray, "stray_session": stray_session, "dev": dev, "price": price}
+
+
+def test_stop_lists_everything_before_it_asks_and_a_no_stops_nothing(emulator, team):
+    code, text, terminal = command(emulator, "--state", team["dev"], "--stop", answer="n\n", now=later())
+
+    assert terminal.seen is not None, "--stop never asked"
+    assert terminal.stops_before_answer == []  # nothing was stopped before the answer came
+    shown = listing_lines(terminal.seen)
+    assert [line.split()[2] for line in shown] == [team["stray"], team["stray_session"]]
+    assert all("--stop stops it: no state read holds it" in line for line in shown)
+    assert terminal.seen.endswith(f"Stop these 2 objects (~${team['price']:.2f}/h)? [y/N] ")
+    assert code == 0 and text.rstrip().endswith("Nothing was stopped: the stop was not confirmed.")
+    assert stop_posts(emulator) == []
+    assert active_ids(emulator) == {team["kept"], team["stray"], team["stray_session"]}
+
+
+@pytest.mark.parametrize("answer", ["\n", "", "N\n", "no\n", "yy\n", "ok\n"])
+def test_any_answer_but_y_or_yes_stops_nothing(emulator, team, answer):
+    code, text, terminal = command(emulator, "--state", team["dev"], "--stop", answer=answer, now=later())
+
+    assert terminal.seen is not None and code == 0
+    assert stop_posts(emulator) == [] and "Nothing was stopped" in text
+
+
+@pytest.mark.parametrize("answer", ["y\n", " Yes \n"])
+def test_y_or_yes_stops_exactly_the_listed_orphans_sessions_first(emulator, team, answer):
+    code, text, _ = command(emulator, "--state", team["dev"], "--stop", answer=answer, now=later())
+
+    assert code == 0, text
+    assert stop_posts(emulator) == [
+        f"/v1/rl/training-sessions/{team['stray_session']}/stop",
+        f"/v1/rl/model-resources/{team['stray']}/stop",
+    ]
+    assert active_ids(emulator) == {team["kept"]}
+    assert text.rstrip().endswith("Stopped all 2.")
+
+
+def test_without_a_terminal_stop_needs_yes_and_stops_nothing(emulator, team):
+    code, text, _ = command(emulator, "--state", team["dev"], "--stop", stdin=io.StringIO("y\n"), now=later())
+
+    assert code == orphans.EXIT_REFUSED == 4
+    assert text.rstrip().splitlines()[-1] == (
+        "error: stopping orphans: standard input is not a terminal, so there is nobody to confirm the stop. Run "
+        "it in a terminal, or pass --yes to stop the 2 objects marked `--stop stops it` above without asking "
+        "(nothing was stopped)."
+    )
+    assert len(listing_lines(text)) == 2 and stop_posts(emulator) == []
+
+
+def test_yes_stops_without_asking(emulator, team):
+    code, text, _ = command(emulator, "--state", team["dev"], "--stop", "--yes", stdin=Unread(), now=later())
+
+    assert code == 0, text
+    assert f"--yes: stopping these 2 objects (~${team['price']:.2f}/h) without asking." in text
+    assert active_ids(emulator) == {team["kept"]}
+    lines = text.splitlines()
+    first_stop = next(i for i, line in enumerate(lines) if line.startswith("stopped "))
+    assert all(lines.index(line) < first_stop for line in listing_lines(text))
+
+
+def test_an_empty_export_with_stop_is_refused_and_the_listing_says_everything_looks_orphaned(
+    emulator, team, tmp_path
+):
+    empty = tmp_path / "fresh.json"
+    empty.write_text('{"version": 3, "deployment": {"manifest": {"version": "v3.274.1"}}}')
+
+    code, text, _ = command(emulator, "--state", str(empty), "--stop", "--yes", now=later())
+
+    assert code == orphans.EXIT_REFUSED
+    warning = (
+        "warning: the stack state read holds no Together model resource or training session, so every active "
+        "object of the key's user looks orphaned below; --stop refuses to stop them unless you pass "
+        "--even-if-no-stack-holds-any."
+    )
+    lines = text.splitlines()
+    assert lines.index(warning) < lines.index(listing_lines(text)[0])
+    assert len(listing_lines(text)) == 3
+    assert lines[-1].startswith(
+        "error: stopping orphans: no stack state read holds any Together model resource or training session"
+    )
+    assert stop_posts(emulator) == [] and len(active_ids(emulator)) == 3
+
+    code, text, _ = command(
+        emulator, "--state", str(empty), "--stop", "--yes", "--even-if-no-stack-holds-any", now=later()
+    )
+    assert code == 0, text
+    assert active_ids(emulator) == set()
+
+
+def test_none_still_stops_on_purpose(emulator, team):
+    code, text, _ = command(emulator, "--none", "--stop", "--yes", now=later())
+
+    assert code == 0, text
+    assert "note: --none: no stack state was read, on purpose" in text
+    assert active_ids(emulator) == set()
+
+
+def test_given_states_warn_once_before_the_listing_that_other_stacks_look_orphaned(emulator, team):
+    code, text, _ = command(emulator, "--state", team["dev"], now=later())
+
+    assert code == 0
+    lines = text.splitlines()
+    assert lines[0] == f"checked 1 stack: {team['dev']}"
+    warnings = [i for i, line in enumerate(lines) if line.startswith("warning: only the given stack states")]
+    assert len(warnings) == 1 and warnings[0] < lines.index(listing_lines(text)[0])
+
+
+def test_young_orphans_are_listed_with_their_age_and_left_running(emulator, client, tmp_path):
+    kept = client.create_model_resource(
+        ModelResourceCreateRequest(base_model=MODEL, inactive_timeout=86400)
+    ).id
+    old = client.create_model_resource(
+        ModelResourceCreateRequest(base_model=MODEL, inactive_timeout=86400)
+    ).id
+    emulator.control.advance(3 * 3600)  # three hours pass on the API's clock
+    young = new_resource(client)
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+    now = emulator.control.now()
+
+    code, text, _ = command(emulator, "--state", dev, "--stop", "--yes", now=now)
+
+    assert code == 0, text
+    old_line, young_line = listing_lines(text)
+    assert old_line.split()[2] == old and "3 h" in old_line and "--stop stops it" in old_line
+    assert young_line.split()[2] == young and "<1 min" in young_line
+    assert young_line.endswith(
+        "--stop leaves it running: it is <1 min old, younger than --min-age (1 h 30 min): a `pulumi up` "
+        "elsewhere may be creating it; --min-age 0 stops it anyway"
+    )
+    assert stop_posts(emulator) == [f"/v1/rl/model-resources/{old}/stop"]
+    price = client.estimate_model_resource_cost(ModelResourceCreateRequest(base_model=MODEL)).price_per_hour
+    assert text.rstrip().splitlines()[-1] == (
+        f"2 orphans: 2 model resources (~${2 * price:.2f}/h). Stopped 1 (1 model resource (~${price:.2f}/h)); 1 "
+        "left running (see each line)."
+    )
+
+    code, text, _ = command(emulator, "--state", dev, "--stop", "--yes", "--min-age", "0", now=now)
+    assert code == 0, text
+    assert active_ids(emulator) == {kept}
+
+
+def test_fail_if_any_counts_only_orphans_old_enough_to_stop(emulator, team):
+    assert command(emulator, "--state", team["dev"], "--fail-if-any")[0] == 0  # all younger than 90 min
+    assert command(emulator, "--state", team["dev"], "--fail-if-any", now=later())[0] == 3
+    assert stop_posts(emulator) == []
+
+
+def test_an_interrupted_create_is_stopped_however_young(emulator, client, tmp_path):
+    kept = new_resource(client)
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    left = client.create_model_resource(request).id
+    interrupted_entry(client, request, left, "organization/team/dev/gpu")
+    young = new_resource(client)
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+
+    code, text, _ = command(emulator, "--state", dev, "--stop", "--yes")
+
+    assert code == 0, text
+    lines = {line.split()[2]: line for line in listing_lines(text)}
+    assert lines[left].endswith(
+        "--stop stops it: no state read holds it, and the journal says an interrupted pulumi up left it"
+    )
+    assert "younger than --min-age" in lines[young]
+    assert stop_posts(emulator) == [f"/v1/rl/model-resources/{left}/stop"]
+
+
+def test_an_orphan_journalled_for_a_stack_that_was_not_read_is_left_running(emulator, client, tmp_path):
+    kept = new_resource(client)
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    prods = client.create_model_resource(request).id
+    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/prod/gpu")
+    entry.record(prods)
+    entry.done()  # prod's `pulumi up` on this machine got it: prod's state holds it
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+
+    code, text, _ = command(emulator, "--state", dev, "--stop", "--yes", now=later())
+
+    assert code == 0, text
+    (line,) = listing_lines(text)
+    assert "its create for organization/team/prod/gpu finished at" in line
+    assert line.endswith(
+        "--stop leaves it running: its journal entry names stack organization/team/prod, which was not read and "
+        "may hold it; read that stack too, or pass --ignore-journal-owner if it is gone"
+    )
+    assert stop_posts(emulator) == []
+
+    # prod's state read too, and it does not hold it: the journal's owner no longer protects it.
+    prod = state_file(tmp_path, "prod.json", (RESOURCE_TYPE, "another-id"), stack="prod")
+    code, text, _ = command(emulator, "--state", dev, "--state", prod, "--stop", "--yes", now=later())
+    assert code == 0, text
+    assert stop_posts(emulator) == [f"/v1/rl/model-resources/{prods}/stop"]
+
+
+def test_ignore_journal_owner_stops_it_anyway(emulator, client, tmp_path):
+    kept = new_resource(client)
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    gone = client.create_model_resource(request).id
+    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/qa/gpu")
+    entry.record(gone)
+    entry.done()
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+
+    code, text, _ = command(
+        emulator, "--state", dev, "--stop", "--yes", "--ignore-journal-owner", now=later()
+    )
+
+    assert code == 0, text
+    assert stop_posts(emulator) == [f"/v1/rl/model-resources/{gone}/stop"]
+
+
+def test_a_pending_create_protects_objects_of_its_kind_and_is_reported_with_its_commands(
+    emulator, client, tmp_path
+):
+    kept = new_resource(client)
+    maybe_pending = new_resource(client)
+    stray_session = new_session(client, kept)  # a session nobody declared, on dev's GPU
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept), pending=[(RESOURCE_TYPE, "sweep-gpu")])
+
+    code, text, _ = command(emulator, "--state", dev, "--stop", "--yes", now=later())
+
+    assert code == 0, text
+    lines = text.splitlines()
+    warning = next(line for line in lines if "pending operation" in line)
+    assert warning == (
+        f"warning: {dev} (stack dev of project team) has 1 pending operation (creating model resource "
+        "sweep-gpu): an update of it is running now, or one was killed before its state recorded the outcome, so "
+        "--stop leaves objects of those kinds running. Once no update of it is running, clear them: `pulumi "
+        "cancel --yes --stack dev` (removes a killed update's lock), then `pulumi refresh --clear-pending-creates "
+        "--yes --stack dev` in the folder of project team."
+    )
+    assert lines.index(warning) < lines.index(listing_lines(text)[0])
+    found = {line.split()[2]: line for line in listing_lines(text)}
+    assert found[maybe_pending].endswith(
+        f"--stop leaves it running: it may be what a pending create is making: the pending create of sweep-gpu in "
+        f"{dev} (stack dev of project team) (cleared by `pulumi refresh --clear-pending-creates --yes --stack dev` "
+        "in the folder of project team); --ignore-pending-creates stops it anyway"
+    )
+    # A session is another kind: the pending create of a model resource cannot be it.
+    assert stop_posts(emulator) == [f"/v1/rl/training-sessions/{stray_session}/stop"]
+
+    code, text, _ = command(
+        emulator, "--state", dev, "--stop", "--yes", "--ignore-pending-creates", now=later()
+    )
+    assert code == 0, text
+    assert stop_posts(emulator)[-1] == f"/v1/rl/model-resources/{maybe_pending}/stop"
+
+
+def test_a_create_in_flight_is_never_stopped(emulator, client, tmp_path):
+    kept = new_resource(client)
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    creating = client.create_model_resource(request).id
+    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
+    entry.record(creating)  # held by this process, as a running `pulumi up` holds its entry
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+    try:
+        code, text, _ = command(
+            emulator,
+            "--state",
+            dev,
+            "--stop",
+            "--yes",
+            "--min-age",
+            "0",
+            "--ignore-journal-owner",
+            now=later(),
+        )
+    finally:
+        entry.release()
+
+    assert code == 0, text
+    (line,) = listing_lines(text)
+    assert f"a running process on this machine ({entry.process.describe()}) is creating it for " in line
+    assert stop_posts(emulator) == []
+    assert (
+        text.rstrip()
+        .splitlines()[-1]
+        .endswith("Nothing was stopped: --stop leaves it running (see each line).")
+    )
+
+
+def test_json_says_why_each_is_or_is_not_stopped(emulator, client, tmp_path):
+    kept = client.create_model_resource(
+        ModelResourceCreateRequest(base_model=MODEL, inactive_timeout=86400)
+    ).id
+    old = client.create_model_resource(
+        ModelResourceCreateRequest(base_model=MODEL, inactive_timeout=86400)
+    ).id
+    emulator.control.advance(3 * 3600)
+    young = new_resource(client)
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+    out, err = io.StringIO(), io.StringIO()
+    args = build_parser().parse_args(["orphans", "--state", dev, "--json"])
+
+    code = orphans.run(args, stdout=out, stderr=err, stdin=io.StringIO(""), now=emulator.control.now())
+
+    assert code == 0
+    listed = {o["id"]: o for o in json.loads(out.getvalue())}
+    assert set(listed) == {old, young}
+    assert listed[old]["stop_eligible"] is True and listed[old]["held_back"] is None
+    assert listed[old]["why"] == "no state read holds it, and it is older than --min-age (1 h 30 min)"
+    assert listed[young]["stop_eligible"] is False and listed[young]["held_back"] == "too_young"
+    assert "--min-age 0 stops it anyway" in listed[young]["why"]
+    assert all(o["api"] == emulator.base_url and o["stopped"] is False for o in listed.values())
+    assert all(o["journal"] is None and o["possible_pending_create_of"] == [] for o in listed.values())
+    assert err.getvalue().startswith(f"checked 1 stack: {dev}\n")  # the report goes to stderr with --json
+
+
+def test_the_api_line_names_where_the_key_came_from_never_the_key(emulator, team, monkeypatch):
+    code, text, _ = command(emulator, "--state", team["dev"])
+    assert code == 0
+    assert (
+        f"checked {emulator.base_url} (base URL from TOGETHER_BASE_URL) with the key from TOGETHER_API_KEY for "
+        f"1 stack: {team['dev']}"
+    ) in text.splitlines()
+
+    monkeypatch.delenv("TOGETHER_API_KEY")
+    code, text, _ = command(emulator, "--state", team["dev"], "--api-key", emulator.api_key)
+    assert code == 0
+    assert "with the key from --api-key for 1 stack" in text
+    assert emulator.api_key not in text

@@ -16,24 +16,30 @@ MODEL_RESOURCE = "model resource"
 TRAINING_SESSION = "training session"
 TOGETHER_TYPE_PREFIX = "pulumi-python:dynamic/together:"
 
-#: Exit statuses of the command (2 is argparse's own, for usage errors such as no stack state).
+#: Exit statuses of the command (2 is argparse's own, for usage errors such as --none with a stack state).
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ORPHANS_FOUND = 3
+EXIT_REFUSED = 4
+"""``--stop`` refused to act, so nothing was stopped: no terminal to confirm on and no ``--yes``, or no state read
+holds any Together object (every active object would look orphaned)."""
 
 #: How long ``--stop`` waits, by default, for stopping orphan sessions to end before stopping their resource.
 DEFAULT_STOP_TIMEOUT = 600.0
 #: How long one ``pulumi`` CLI command may take.
 PULUMI_TIMEOUT = 300.0
+#: ``--min-age`` by default, in minutes: ``--stop`` leaves younger orphans running. A ``pulumi up`` on another
+#: machine records what it creates only when the create returns, and a model resource's create waits for READY
+#: for up to its ``create_timeout`` (3600 s by default: a capacity queue can be long) before it returns or
+#: stops what it made; 30 more minutes cover the state write, a create retried by its next run, and clocks
+#: that disagree.
+DEFAULT_MIN_AGE_MINUTES = 90.0
+#: How many ``pulumi`` commands (exports, config reads) run at once.
+PULUMI_PARALLEL = 4
 
-NO_SOURCES = (
-    "finding orphans: no stack state was given, so every active object would look orphaned. Pass --state FILE "
-    "(a `pulumi stack export`), --stack NAME or --all-stacks, or --none to treat every active object as an "
-    "orphan on purpose."
-)
 NONE_WITH_SOURCES = (
-    "finding orphans: --none says no stack holds anything, which contradicts the stack states also given. "
+    "finding orphans: --none says no stack holds anything, which contradicts the stack states also asked for. "
     "Pass either --none or --state/--stack/--all-stacks."
 )
 
@@ -84,11 +90,12 @@ def format_age(seconds: float) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
-def explain(exc: BaseException) -> tuple[str, str]:
-    """(cause, what to do) of a client error, for an operator running this command."""
+def explain(exc: BaseException, key: str | None = None) -> tuple[str, str]:
+    """(cause, what to do) of a client error, for an operator running this command; ``key`` names where the
+    key came from (``stack dev's together:apiKey``), for the error that blames it."""
     if isinstance(exc, errors.Unauthorized):
         return f"the API rejected the key (HTTP 401: {exc.message or 'no message'})", (
-            f"Check {ENV_API_KEY} / --api-key"
+            f"Check {key}" if key else f"Check {ENV_API_KEY} / --api-key"
         )
     if isinstance(exc, errors.PermissionDenied):
         return f"the key may not do this (HTTP 403: {exc.message or 'no message'})", (

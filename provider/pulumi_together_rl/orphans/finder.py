@@ -25,7 +25,6 @@ from ._common import (
     _oldest_first,
     _short,
     explain,
-    format_age,
 )
 
 # ------------------------------------------------------------------------------------------------ orphans
@@ -54,6 +53,27 @@ class Orphan:
     display_name: str | None = None
     interrupted_at: datetime | None = None
     """When the journal says an interrupted ``pulumi up`` began creating it; None when it says nothing."""
+    api: str | None = None
+    """The base URL of the API it was listed from."""
+    journal: str | None = None
+    """What the create journal says of it: ``in_flight``, ``interrupted``, ``done``; None: nothing."""
+    journal_label: str | None = None
+    """That, as the clause the listing shows (``left by an interrupted pulumi up of ... at ...``)."""
+    journal_owner: str | None = None
+    """The declaration its journal entry names (``org/project/stack/name``); None for a v1 entry."""
+    journal_note: str | None = None
+    pending_creates: list[str] = dataclasses.field(default_factory=list)
+    """Stacks read with a pending create of its kind (``stack dev: sweep-gpu``): it may be what they create."""
+    stop: bool | None = None
+    """Whether ``--stop`` stops it (None until decided: :func:`.decide.decide`)."""
+    held_back: str | None = None
+    """Why ``--stop`` leaves it running: ``in_flight``, ``pending_create``, ``owner_not_read``, ``held_sessions``,
+    ``too_young`` (:mod:`.decide`)."""
+    why: str | None = None
+    """That decision as one clause, with how to stop it anyway where there is a way."""
+    young: bool = False
+    """Younger than ``--min-age`` and not left by an interrupted create: a ``pulumi up`` may be creating it
+    (``--fail-if-any`` does not count it)."""
 
     def age(self, now: datetime | None = None) -> float:
         """Seconds since it was created (never negative: the API's clock and ours can disagree)."""
@@ -74,6 +94,15 @@ class Orphan:
             "held_sessions": list(self.held_sessions),
             "display_name": self.display_name,
             "interrupted_create_at": _aware(self.interrupted_at).isoformat() if self.interrupted_at else None,
+            "api": self.api,
+            "journal": self.journal,
+            "journal_label": self.journal_label,
+            "journal_owner": self.journal_owner,
+            "journal_note": self.journal_note,
+            "possible_pending_create_of": list(self.pending_creates),
+            "stop_eligible": bool(self.stop),
+            "held_back": self.held_back,
+            "why": self.why,
         }
 
 
@@ -82,90 +111,133 @@ def find_orphans(
     held: Iterable[str],
     journal_entries: Iterable[journal.Entry] = (),
     *,
-    min_age: float = 0.0,
     price: bool = True,
-    now: datetime | None = None,
-    note: Callable[[str], None] | None = None,
 ) -> list[Orphan]:
     """The active model resources and training sessions of ``client``'s user whose ids are not in ``held``.
 
-    Model resources first, then sessions, each oldest first. ``journal_entries`` (:func:`journal.entries`)
-    label what an interrupted create left; an object whose entry's process is still running is being created
-    right now and is left out, as is anything younger than ``min_age`` seconds; ``note`` receives one line
-    about each object left out. With ``price``, each orphan model resource gets its estimated hourly price.
-    Listing failures raise :class:`OrphanError`.
+    Model resources first, then sessions, each oldest first; every one is listed, whatever its age (what
+    ``--stop`` does with each is :func:`.decide.decide`'s). ``journal_entries`` (:func:`journal.entries`) label
+    what the create journal of this machine says of an orphan: being created right now by a running process,
+    left by an interrupted create, or created and answered. With ``price``, each orphan model resource gets its
+    estimated hourly price. Listing failures raise :class:`OrphanError`.
     """
     held = set(held)
-    now = now or datetime.now(timezone.utc)
-    say = note or (lambda line: None)
     resources: list[ModelResource] = _listing(
         MODEL_RESOURCE, lambda: client.iter_model_resources(status=LIVE_RESOURCE_STATUSES, created_by="me")
     )
     sessions: list[TrainingSession] = _listing(
         TRAINING_SESSION, lambda: client.iter_training_sessions(status=LIVE_SESSION_STATUSES, created_by="me")
     )
-    interrupted, creating = _journal_ids(journal_entries, client.base_url)
-
-    def is_candidate(kind: str, obj: ModelResource | TrainingSession) -> bool:
-        if obj.id in held:
-            return False
-        if obj.id in creating:
-            say(
-                f"note: left out {kind} {obj.id}: a running process on this machine (pid {creating[obj.id].pid}) "
-                "is creating it right now, so its stack will hold it once that create returns."
-            )
-            return False
-        age = max(0.0, (now - _aware(obj.created_at)).total_seconds())
-        if age < min_age:
-            say(
-                f"note: left out {kind} {obj.id}: it is {format_age(age)} old, younger than --min-age "
-                f"({format_age(min_age)}); a `pulumi up` elsewhere may still be creating it."
-            )
-            return False
-        return True
-
-    orphan_resources = [r for r in resources if is_candidate(MODEL_RESOURCE, r)]
-    orphan_sessions = [s for s in sessions if is_candidate(TRAINING_SESSION, s)]
+    orphan_resources = [r for r in resources if r.id not in held]
+    orphan_sessions = [s for s in sessions if s.id not in held]
     orphan_resource_ids = {r.id for r in orphan_resources}
     listed_resource_ids = {r.id for r in resources}
+    wanted = orphan_resource_ids | {s.id for s in orphan_sessions}
+    labels = journal_labels(journal_entries, client.base_url, wanted)
 
     found: list[Orphan] = []
     for r in sorted(orphan_resources, key=_oldest_first):
-        entry = interrupted.get(r.id)
         cost, currency = _price(client, r) if price else (None, None)
         found.append(
-            Orphan(
-                kind=MODEL_RESOURCE,
-                id=r.id,
-                status=_short(r.status),
-                created_at=r.created_at,
-                base_model=r.base_model,
-                price_per_hour=cost,
-                currency=currency,
-                held_sessions=sorted(s.id for s in sessions if s.model_resources_id == r.id and s.id in held),
-                interrupted_at=entry.started if entry else None,
+            labels.apply(
+                Orphan(
+                    kind=MODEL_RESOURCE,
+                    id=r.id,
+                    status=_short(r.status),
+                    created_at=r.created_at,
+                    base_model=r.base_model,
+                    price_per_hour=cost,
+                    currency=currency,
+                    held_sessions=sorted(
+                        s.id for s in sessions if s.model_resources_id == r.id and s.id in held
+                    ),
+                    api=client.base_url,
+                )
             )
         )
     for s in sorted(orphan_sessions, key=_oldest_first):
-        entry = interrupted.get(s.id)
         found.append(
-            Orphan(
-                kind=TRAINING_SESSION,
-                id=s.id,
-                status=_short(s.status),
-                created_at=s.created_at,
-                base_model=s.base_model,
-                model_resources_id=s.model_resources_id,
-                resource_is_orphan=(
-                    s.model_resources_id in orphan_resource_ids
-                    if s.model_resources_id in listed_resource_ids
-                    else None
-                ),
-                display_name=s.display_name or None,
-                interrupted_at=entry.started if entry else None,
+            labels.apply(
+                Orphan(
+                    kind=TRAINING_SESSION,
+                    id=s.id,
+                    status=_short(s.status),
+                    created_at=s.created_at,
+                    base_model=s.base_model,
+                    model_resources_id=s.model_resources_id,
+                    resource_is_orphan=(
+                        s.model_resources_id in orphan_resource_ids
+                        if s.model_resources_id in listed_resource_ids
+                        else None
+                    ),
+                    display_name=s.display_name or None,
+                    api=client.base_url,
+                )
             )
         )
     return found
+
+
+# ------------------------------------------------------------------------------------------ the journal
+
+
+@dataclasses.dataclass
+class JournalLabels:
+    """What the journal says of each orphan id: the entry that matters most (in flight, then unfinished, then
+    done), and whether a process holds it."""
+
+    entries: dict[str, journal.Entry]
+    in_flight: set[str]
+
+    def apply(self, orphan: Orphan) -> Orphan:
+        entry = self.entries.get(orphan.id)
+        if entry is None:
+            return orphan
+        owner = entry.owner
+        orphan.journal_owner = owner
+        orphan.journal_note = entry.note
+        if orphan.id in self.in_flight:
+            by = entry.process.describe() if entry.process else "a process"
+            orphan.journal = "in_flight"
+            orphan.journal_label = f"a running process on this machine ({by}) is creating it for {owner or 'an unknown declaration'}"
+        elif entry.state != "done":
+            orphan.journal = "interrupted"
+            orphan.interrupted_at = entry.started_at
+            of = f" of {owner}" if owner else ""
+            orphan.journal_label = f"left by an interrupted pulumi up{of} at {_stamp(entry.started_at)}"
+        else:
+            orphan.journal = "done"
+            finished = entry.answered_at or entry.started_at
+            orphan.journal_label = (
+                f"its create for {owner or 'an unknown declaration'} finished at {_stamp(finished)}, but no "
+                "given state holds it (the answer may not have reached the engine, or the state lost it)"
+            )
+        return orphan
+
+
+def journal_labels(entries: Iterable[journal.Entry], base_url: str, ids: Iterable[str] = ()) -> JournalLabels:
+    """The journal entries of this API that record one of ``ids`` (every id when empty), one per id."""
+    wanted = set(ids)
+    rank = {"in_flight": 0, "interrupted": 1, "done": 2}
+    chosen: dict[str, tuple[int, journal.Entry]] = {}
+    for entry in entries:
+        if not entry.id or entry.base_url.rstrip("/") != base_url.rstrip("/"):
+            continue
+        if wanted and entry.id not in wanted:
+            continue
+        # The journal's own liveness test: a running process holds the entry's lock (this one's too).
+        state = "in_flight" if entry.in_flight() else "interrupted" if entry.state != "done" else "done"
+        previous = chosen.get(entry.id)
+        if previous is None or rank[state] < previous[0]:
+            chosen[entry.id] = (rank[state], entry)
+    return JournalLabels(
+        entries={i: e for i, (_, e) in chosen.items()},
+        in_flight={i for i, (r, _) in chosen.items() if r == 0},
+    )
+
+
+def _stamp(moment: datetime) -> str:
+    return _aware(moment).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def price_request(resource: ModelResource) -> ModelResourceCreateRequest:
@@ -187,20 +259,6 @@ def _price(client: TogetherRL, resource: ModelResource) -> tuple[float | None, s
     except (errors.TogetherError, ValueError):  # pydantic's ValidationError is a ValueError
         return None, None
     return estimate.price_per_hour, estimate.currency
-
-
-def _journal_ids(
-    entries: Iterable[journal.Entry], base_url: str
-) -> tuple[dict[str, journal.Entry], dict[str, journal.Entry]]:
-    """(interrupted creates, creates in flight on this machine) by object id, for this API."""
-    interrupted: dict[str, journal.Entry] = {}
-    creating: dict[str, journal.Entry] = {}
-    for entry in entries:
-        if not entry.id or entry.base_url.rstrip("/") != base_url.rstrip("/"):
-            continue
-        # The journal's own liveness test (this process counts as alive: its creates are in flight).
-        (creating if journal.alive(entry.pid) else interrupted)[entry.id] = entry
-    return interrupted, creating
 
 
 def _listing(kind: str, fetch: Callable[[], Iterable[Any]]) -> list[Any]:
