@@ -632,15 +632,30 @@ def holding() -> list[Entry]:
 def left_by_interrupted(entry: Entry, now: datetime | None = None) -> list[Entry]:
     """Entries of the same declaration, kind, API and request as ``entry`` that no running process holds,
     younger than :data:`MAX_AGE`, oldest first (what its create may take over)."""
-    if not entry.owner:
-        return []  # no declaration, no proof of whose anything is
+    return interrupted(entry.kind, entry.base_url, entry.body, entry.owner, exclude=entry.path, now=now)
+
+
+def interrupted(
+    kind: str,
+    base_url: str,
+    body: dict[str, Any],
+    owner: str | None,
+    *,
+    exclude: Path | None = None,
+    now: datetime | None = None,
+) -> list[Entry]:
+    """Entries of this declaration (``owner``), kind, API and request that no running process holds, younger
+    than :data:`MAX_AGE`, oldest first. None without a declaration: then nothing proves whose anything is."""
+    if not owner:
+        return []
+    key = declaration_key(kind, base_url.rstrip("/"), body, owner)
     now = now or _now()
     return [
         e
         for e in entries()
-        if e.path != entry.path
+        if e.path != exclude
         and e.version >= VERSION
-        and e.key == entry.key
+        and e.key == key
         and e.age(now) < MAX_AGE
         and not e.in_flight()
     ]

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from pulumi_together_rl import journal, lifeline
-from support.cli import ROOT, active, provider_pids, wait_until
+from support.cli import ROOT, active, processes_of, provider_pids, wait_until
 
 SWEEP = ROOT / "examples" / "sweep"
 TWINS = Path(__file__).resolve().parent / "projects" / "twins"
@@ -99,6 +99,8 @@ def test_sigkill_of_the_cli_mid_create_converges_with_one_object_and_names_the_c
     process.communicate()
 
     wait_until(lambda: not provider_pids(state_dir), 15, "the orphaned provider to notice and exit")
+    for pid in processes_of(stack):  # the language host the killed CLI left (not ours to test)
+        os.kill(pid, signal.SIGKILL)
     [entry] = [e for e in entries(state_dir) if e.kind == "model resource"]
     [made] = resources(emulator)
     assert (entry.id, entry.state, entry.note) == (made["id"], "created", lifeline.GONE_NOTE)
@@ -225,8 +227,9 @@ def test_runs_in_fresh_pid_namespaces_take_over_what_a_killed_one_made(cli_stack
         try:
             wait_until(lambda: resources(emulator), 120, "the create")
             time.sleep(1.0)
-            os.kill(_namespace_init(process.pid), signal.SIGKILL)  # the container goes down
+            os.kill(_namespace_init(process.pid), signal.SIGKILL)  # the container goes down, all in it
             process.communicate(timeout=60)
+            assert not processes_of(stack)
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)

@@ -439,3 +439,22 @@ def test_entries_are_claimed_once_across_processes(rig):
     answers = [r.communicate(timeout=30)[0].strip() for r in racers]
     assert sorted(answers) == ["False", "False", "False", "True"]
     assert entry.path.exists()
+
+
+def test_adopting_one_of_the_look_alikes_settles_the_entry_so_a_later_create_never_takes_the_other(rig):
+    """The ambiguity's advice followed: the user adopts theirs. Once it is destroyed, the colleague's look-alike
+    (still inside the old window) must not become a unique match for the next create of this declaration."""
+    left_entry(rig, REQUEST)
+    ours = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+    colleagues = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+    with pytest.raises(ProviderError, match="none can be proven"):
+        rig.create_resource()
+
+    adopted = rig.create_resource(adopt_id=ours["id"])
+    assert adopted.id == ours["id"]
+    assert journal.unfinished() == []
+    rig.resources.delete(ours["id"], {"created_at": "2020-01-01T00:00:00Z"})
+
+    again = rig.create_resource()
+    assert again.id not in (ours["id"], colleagues["id"])
+    assert colleagues["id"] in active(rig, "model_resources")  # never touched

@@ -248,3 +248,18 @@ def wait_until(predicate: Any, timeout: float, what: str) -> Any:
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def processes_of(stack: CLIStack) -> list[int]:
+    """Every process started for ``stack`` (its ``PULUMI_HOME`` is in their environment): what a killed CLI
+    leaves behind (its language host and plugins live in process groups of their own)."""
+    mark = f"PULUMI_HOME={stack.env['PULUMI_HOME']}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                if mark in (proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found

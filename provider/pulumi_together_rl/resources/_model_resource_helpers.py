@@ -45,6 +45,7 @@ from ._inputs import (
 )
 from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
 from ._lookups import estimate_cost, supported_models
+from ._transactions import Kind, adopted
 
 KIND = "model resource"
 _PATH = "/v1/rl/model-resources"
@@ -388,7 +389,7 @@ def _sessions_on(client: Any, id_: str, statuses: Any, *, quiet: bool = False) -
         raise
 
 
-def _adopt(inputs: dict[str, Any]) -> CreateResult:
+def _adopt(inputs: dict[str, Any], lifecycle: Kind) -> CreateResult:
     """Take over an existing active resource: verify it matches the declared inputs, then wait for READY."""
     id_ = inputs["adopt_id"]
     client = api_client("adopting", KIND, id_)
@@ -415,6 +416,7 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
         ready = _wait_ready(client, live, inputs)
     except Exception as exc:  # not ours to stop: it existed before this program
         raise ProviderError("adopting", KIND, id_, *explain(exc, "adopting")) from exc
+    adopted(lifecycle, client, _to_request(inputs), inputs.get(OWNER_KEY), id_)
     return CreateResult(id_, _to_outputs(inputs, ready))
 
 

@@ -48,6 +48,7 @@ from ._inputs import (
 )
 from ._lifecycle import NOT_FOUND_GRACE, get_or_none, wait
 from ._lookups import supported_models
+from ._transactions import Kind, adopted
 
 KIND = "training session"
 _PATH = "/v1/rl/training-sessions"
@@ -378,7 +379,7 @@ def _wait_running(client: Any, first: WireTrainingSession, inputs: Mapping[str, 
     )
 
 
-def _adopt(inputs: dict[str, Any]) -> CreateResult:
+def _adopt(inputs: dict[str, Any], lifecycle: Kind) -> CreateResult:
     """Take over an existing active session: verify it, PATCH its name/metadata, wait for RUNNING."""
     id_ = inputs["adopt_id"]
     client = api_client("adopting", KIND, id_)
@@ -408,6 +409,7 @@ def _adopt(inputs: dict[str, Any]) -> CreateResult:
         raise
     except Exception as exc:
         raise ProviderError("adopting", KIND, id_, *explain(exc, "adopting")) from exc
+    adopted(lifecycle, client, _to_request(inputs), inputs.get(OWNER_KEY), id_)
     return CreateResult(id_, _to_outputs(inputs, running))
 
 

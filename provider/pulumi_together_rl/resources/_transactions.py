@@ -207,6 +207,20 @@ def _take_over(kind: Kind, client: Any, request: Any, entry: journal.Entry, iden
     return None
 
 
+def adopted(kind: Kind, client: Any, request: Any, owner: str | None, ident: str) -> None:
+    """``adopt_id`` named this declaration's object: the user's choice resolves the interrupted creates of the
+    declaration that got no answer (an ambiguity it was told to settle this way). Their windows must never hand a
+    look-alike to a later create of the declaration once the adopted object is gone. Entries with an id stay:
+    that id is proven this declaration's, and a later create takes it over if it is still there."""
+    for old in journal.interrupted(kind.name, client.base_url, request.to_wire(), owner):
+        if not old.id and old.claim():
+            old.discard()
+            log(
+                f"{kind.name} {ident}: adopted; dropped the journal entry of the interrupted create of this "
+                f"declaration at {old.started.strftime('%Y-%m-%d %H:%M:%S UTC')} (it got no answer)"
+            )
+
+
 SIGKILL_ADVICE = (
     "note: the `pulumi` command of that run was killed before it got the answer, so it may have left the stack "
     "locked and a pending create in its state: if `pulumi up` said the stack is locked, `pulumi cancel` clears "

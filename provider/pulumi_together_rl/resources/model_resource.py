@@ -303,7 +303,7 @@ class _ModelResourceProvider(BaseProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = pick(props, _INPUT_KEYS)
         if inputs.get("adopt_id"):
-            return _adopt(inputs)
+            return _adopt(inputs, _LIFECYCLE)
         client = api_client("creating", KIND, inputs.get("base_model"))
         return create_transaction(
             _LIFECYCLE,

@@ -299,7 +299,7 @@ class _TrainingSessionProvider(BaseProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = pick(props, _INPUT_KEYS)
         if inputs.get("adopt_id"):
-            return _adopt(inputs)
+            return _adopt(inputs, _LIFECYCLE)
         ident = inputs.get("display_name") or inputs.get("model_resources_id")
         client = api_client("creating", KIND, ident)
         return create_transaction(
