@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from pulumi_together_rl.resources._inputs import OWNER_KEY
+
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -188,10 +190,12 @@ def test_readme_reference_lists_exactly_the_outputs(heading, kind):
     rows = _table(_section(heading), "output")
     documented = {name for row in rows for name in _names(row[0])}
 
-    # What check adds to the inputs is an output too: the estimate, the model resource's declared facts.
+    # What check adds to the inputs is an output too: the estimate, the model resource's declared facts, and
+    # the declaration the resource class adds.
     from_check = (
         *getattr(module, "_ESTIMATE_KEYS", ()),
         *([module._SPEC_KEY] if hasattr(module, "_SPEC_KEY") else []),
+        OWNER_KEY,
     )
     assert documented == {"id", *module._OUTPUT_KEYS, *from_check}
 

@@ -144,3 +144,14 @@ def test_log_shortens_an_over_long_line(capsys):
 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) <= 1001 and err.endswith("…\n")
+
+
+def test_a_404_for_a_collection_blames_the_base_url_not_the_objects():
+    """A list or create answered 404: the endpoint is wrong (a moved base URL), not every object gone."""
+    from pulumi_together_rl.client.errors import NotFound
+
+    cause, todo = explain(NotFound(404, "no such route", method="GET", path="/v1/rl/model-resources"))
+    assert "is not the Together RL API" in cause and "/v1/rl/model-resources" in cause
+    assert "pulumi refresh` to drop" not in todo and "base" in todo.lower()
+    cause, todo = explain(NotFound(404, "not found", method="GET", path="/v1/rl/model-resources/mr_1"))
+    assert "pulumi refresh" in todo  # one object: it may be gone

@@ -176,6 +176,11 @@ def explain(exc: BaseException, doing: str = "") -> tuple[str, str]:
         return f"the API rejected the request (HTTP {exc.status}{param}: {exc.message})", (
             "Fix that input and run `pulumi up` again"
         )
+    if isinstance(exc, errors.NotFound) and _collection(getattr(exc, "path", None)):
+        # A collection that is not there: this base URL is not (or no longer) the Together RL API.
+        return f"the API at {_api_host()} answered HTTP 404 for {exc.path}: it is not the Together RL API", (
+            base_url_todo(config.current().base_url_from, unreachable=True, recorded=recorded)
+        )
     if isinstance(exc, errors.NotFound):
         return f"the API answered HTTP 404: {exc.message or 'not found'}", (
             "Check adopt_id, or remove it to create a new object"
@@ -243,6 +248,14 @@ def is_bug(exc: BaseException | None) -> bool:
 
     known = (ProviderError, errors.TogetherError, WaitFailed, WaitTimeout, journal.Unwritable)
     return exc is not None and isinstance(exc, Exception) and not isinstance(exc, known)
+
+
+_COLLECTIONS = ("/v1/rl/model-resources", "/v1/rl/training-sessions", "/v1/rl/supported-models")
+
+
+def _collection(path: str | None) -> bool:
+    """Whether ``path`` is a collection (a list, or a create), which exists whatever objects do."""
+    return bool(path) and path.split("?", 1)[0].rstrip("/") in _COLLECTIONS
 
 
 def _configuration_cause(exc: BaseException) -> str:
