@@ -373,3 +373,24 @@ def test_with_together_rl_debug_the_full_traceback_is_kept(emulator_server):
             engine.up([(MR, "gpu", {"__provider": MR_BLOB, "base_model": MODEL})])
     assert "Traceback (most recent call last)" in caught.value.details
     assert "no Together API key is configured" in caught.value.details
+
+
+def test_a_bug_after_the_post_keeps_its_traceback_and_its_object_is_stopped(emulator, tmp_path):
+    """A bug (not a ProviderError) after the POST, in the real server: the create stops what it made, and the
+    engine gets the sentence *and* the bug's traceback, with where it happened (not `RuntimeError: .`)."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import pulumi_together_rl.resources.model_resource as module\n"
+        "def planted_bug(inputs, ready):\n"
+        "    raise RuntimeError()\n"
+        "module._to_outputs = planted_bug\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "TOGETHER_RL_POLL_INTERVAL": "0.05"}
+    with ProviderProcess(env=env) as process:
+        engine = StandInEngine(process)
+        engine.configure({"together:baseUrl": emulator.base_url, "together:apiKey": emulator.api_key})
+        with pytest.raises(ProviderRpcError) as caught:
+            engine.up([(MR, "gpu", {"__provider": MR_BLOB, "base_model": MODEL})])
+    details = caught.value.details
+    assert "RuntimeError at sitecustomize.py:3 in planted_bug: no message" in details
+    assert "Traceback (most recent call last)" in details and "It has been stopped" in details
+    assert_nothing_active(emulator)

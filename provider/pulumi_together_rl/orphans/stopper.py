@@ -156,6 +156,7 @@ def _stop_resource(
                 clock=clock,
                 sleep=sleep,
                 out=out,
+                limit="--timeout",
             )
         except WaitTimeout:
             return _refused(

@@ -229,7 +229,7 @@ def explain(exc: BaseException, doing: str = "") -> tuple[str, str]:
             detail = ""
             todo = "Look up why in the API (its status and error), fix that, then run `pulumi up` again"
         return f"it reached {state}{detail}", todo + alternative
-    return f"{type(exc).__name__}{_location(exc)}: {exc or 'no message'}", UNEXPECTED_TODO
+    return f"{type(exc).__name__}{_location(exc)}: {str(exc) or 'no message'}", UNEXPECTED_TODO
 
 
 def _location(exc: BaseException) -> str:
