@@ -22,8 +22,9 @@ a per-user folder, holding:
 * the id, as soon as the POST answers.
 
 States: ``intent`` (written, nothing sent) -> ``posting`` (snapshot taken, POST sent or about to be) ->
-``created`` (the id is known) -> ``done`` (the engine got the answer). A ``done`` entry stays as a record that
-its id is claimed until it ages out; an entry whose object was stopped is removed.
+``created`` (the id is known) -> ``done`` (the create answered its engine). A ``done`` entry stays as the
+record that its id is claimed until it ages out, and is never taken over; an entry whose object was stopped is
+removed.
 
 **Liveness is a lock, not a pid.** The process making a create holds an exclusive ``flock`` on the entry's
 ``.lock`` file for as long as the create runs. The kernel drops it when the process dies, whatever the signal,
@@ -644,8 +645,13 @@ def interrupted(
     exclude: Path | None = None,
     now: datetime | None = None,
 ) -> list[Entry]:
-    """Entries of this declaration (``owner``), kind, API and request that no running process holds, younger
-    than :data:`MAX_AGE`, oldest first. None without a declaration: then nothing proves whose anything is."""
+    """Unfinished entries of this declaration (``owner``), kind, API and request that no running process
+    holds, younger than :data:`MAX_AGE`, oldest first. None without a declaration: then nothing proves whose
+    anything is.
+
+    A ``done`` entry is never one: its create reached its engine (the state holds the object, or the user removed
+    it from there on purpose), and a declaration name can recur in another backend's stack of the same
+    organization, project and stack name. It stays a claim, and the orphan finder's label."""
     if not owner:
         return []
     key = declaration_key(kind, base_url.rstrip("/"), body, owner)
@@ -655,6 +661,7 @@ def interrupted(
         for e in entries()
         if e.path != exclude
         and e.version >= VERSION
+        and e.state != "done"
         and e.key == key
         and e.age(now) < MAX_AGE
         and not e.in_flight()

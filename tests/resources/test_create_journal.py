@@ -458,3 +458,15 @@ def test_adopting_one_of_the_look_alikes_settles_the_entry_so_a_later_create_nev
     again = rig.create_resource()
     assert again.id not in (ours["id"], colleagues["id"])
     assert colleagues["id"] in active(rig, "model_resources")  # never touched
+
+
+def test_a_done_record_is_never_taken_over_even_by_the_same_declaration_name(rig):
+    """Its create answered its engine: a state holds that object (maybe another backend's stack with the same
+    organization, project and stack name). It only stays a claim."""
+    first = rig.create_resource()
+    rig.control.clear_requests()
+
+    second = rig.create_resource()  # the same declaration name again, as another backend's stack would
+
+    assert second.id != first.id and len(rig.posts(RESOURCES)) == 1
+    assert sorted(active(rig, "model_resources")) == sorted([first.id, second.id])
