@@ -25,7 +25,7 @@ from the state, configured from the recorded copy (measured with CLI v3.274.1). 
 ``pulumi config set --secret together:apiKey NEW`` (or a new ``together:baseUrl``) they still use the old value
 until :data:`RECORD_CONFIG` records the new one. The provider cannot tell a stale copy from a current one (it
 never sees the other), and it must not look for a key anywhere else, so the errors a stale copy causes name that
-command (``resources/_errors.py``). Environment variables are read when a setting is needed, not at import or
+command (``messages.py``). Environment variables are read when a setting is needed, not at import or
 configure time: a key or URL taken from the environment is the current one.
 
 Note that ``pulumi.dynamic.Config.get`` prefixes a key without ``:`` with the *project* name, so the fully
@@ -41,7 +41,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from .waiting import DEFAULT_POLL_INTERVAL
+DEFAULT_BASE_URL = "https://api.together.ai"
+"""The API when neither ``together:baseUrl`` nor ``TOGETHER_BASE_URL`` is set (the official SDK's default)."""
+
+DEFAULT_POLL_INTERVAL = 10.0
+"""Seconds between polls once the interval has grown (config ``together:pollInterval`` overrides it)."""
 
 CONFIG_API_KEY = "together:apiKey"
 CONFIG_BASE_URL = "together:baseUrl"

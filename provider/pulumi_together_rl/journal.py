@@ -66,7 +66,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .waiting import progress_line
+from .messages import progress_line
 
 VERSION = 2
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from . import journal
-from .waiting import progress_line
+from .messages import progress_line
 
 CHECK_EVERY = 0.5
 """Seconds between two looks at the engine process."""

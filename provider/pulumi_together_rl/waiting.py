@@ -33,96 +33,23 @@ one list request per tick serves every waiting object, see its docstring): ``fet
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import IO, Any, TypeVar
 
-T = TypeVar("T")
+from .config import DEFAULT_POLL_INTERVAL
+from .messages import WaitFailed, WaitTimeout, format_elapsed, progress_line, until
 
-DEFAULT_POLL_INTERVAL = 10.0
-"""Seconds between polls once the interval has grown (config ``together:pollInterval`` overrides it)."""
+T = TypeVar("T")
 
 FIRST_INTERVAL = 1.0
 """The interval after the first poll; it doubles from here up to the poll interval."""
 
 PROGRESS_EVERY = 30.0
 """While the state does not change, a progress line is repeated at most this often (seconds)."""
-
-
-class WaitError(Exception):
-    """Base of the two ways a wait ends without reaching its target."""
-
-    def __init__(self, message: str, *, last: Any, description: str, elapsed: float) -> None:
-        super().__init__(message)
-        self.last = last
-        self.description = description
-        self.elapsed = elapsed
-
-
-class WaitFailed(WaitError):
-    """The object reached a state from which the target cannot be reached.
-
-    ``code`` and ``message_from_api`` are the object's ``error.code`` / ``error.message`` when it has an error.
-    """
-
-    def __init__(self, *, last: Any, description: str, elapsed: float) -> None:
-        error = getattr(last, "error", None)
-        self.code: str | None = getattr(error, "code", None) or None
-        self.api_message: str | None = getattr(error, "message", None) or None
-        detail = ""
-        if self.code or self.api_message:
-            detail = f" with {self.code or 'an error'}: {self.api_message or 'no message'}"
-        super().__init__(
-            f"{description}{detail} after {format_elapsed(elapsed)}",
-            last=last,
-            description=description,
-            elapsed=elapsed,
-        )
-
-
-class WaitTimeout(WaitError):
-    """``timeout`` seconds passed before the target state was reached."""
-
-    def __init__(self, *, last: Any, description: str, elapsed: float, timeout: float) -> None:
-        self.timeout = timeout
-        super().__init__(
-            f"timed out after {format_elapsed(timeout)}; last state: {description}",
-            last=last,
-            description=description,
-            elapsed=elapsed,
-        )
-
-
-def format_elapsed(seconds: float) -> str:
-    """``0.2 s``, ``40 s``, ``12 min 5 s``: short, for progress lines and messages."""
-    if 0 < seconds < 10:
-        return f"{seconds:.1f}".rstrip("0").rstrip(".") + " s"
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds} s"
-    minutes, rest = divmod(seconds, 60)
-    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
-
-
-def until(seconds_from_now: float, now: Callable[[], datetime] | None = None) -> str:
-    """The UTC wall-clock time ``seconds_from_now`` from now, for a line that says how long something goes on:
-    ``14:03:12 UTC``, with the date (``2026-12-01 14:03:12 UTC``) when that is not today (UTC).
-
-    ``now`` returns the current time (default ``datetime.now(timezone.utc)``; a naive one is taken as UTC).
-    Raises :class:`OverflowError` for a moment past what a ``datetime`` holds (an infinite timeout).
-    """
-    current = now() if now is not None else datetime.now(timezone.utc)
-    current = (
-        current.replace(tzinfo=timezone.utc) if current.tzinfo is None else current.astimezone(timezone.utc)
-    )
-    deadline = current + timedelta(seconds=max(0.0, float(seconds_from_now)))
-    if deadline.date() == current.date():
-        return deadline.strftime("%H:%M:%S UTC")
-    return deadline.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def wait_for(
@@ -211,75 +138,6 @@ def _short(exc: BaseException) -> str:
     """An error in a few words, for a progress line (``HTTP 503``, ``ApiConnectionError``)."""
     status = getattr(exc, "status", None)
     return f"HTTP {status}" if status else type(exc).__name__
-
-
-UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""Control characters (Unicode category Cc: C0, DEL, C1) and the line and paragraph separators, which some
-terminals and log viewers also break lines at. :func:`printable` escapes them; check refuses them in ids and
-names."""
-_UNPRINTABLE_RUNS = re.compile(f"({UNPRINTABLE.pattern})")  # split() keeps each control character apart
-
-_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-LOG_LINE_LIMIT = 1000
-"""The longest line :func:`log` writes (characters): enough for any message of the provider's own and an API
-message, never a screenful of an over-long id."""
-
-
-def printable(text: str, limit: int = 200) -> str:
-    """``text`` as one harmless line of at most ``limit`` characters, for printing a name, an id or an API
-    message that this process did not write.
-
-    Control characters are shown escaped (``\\x1b``, ``\\n``, ``\\u2028``): printed as they are, an ANSI
-    sequence could recolour or clear the user's terminal or CI log, and a newline could forge a line of its
-    own ("warning: ..."). Text over ``limit`` ends in ``…``; an escape is never cut in two. State written by
-    an older release can hold names that today's check would refuse, so this is applied at print time too.
-    """
-    if limit < 1:
-        raise ValueError("limit must be at least 1")
-    out: list[str] = []
-    escapes: list[tuple[int, int]] = []  # where each escape lies in the result, so a cut can avoid them
-    length = 0
-    for part in _UNPRINTABLE_RUNS.split(text):  # plain runs and single control characters, in turn
-        if UNPRINTABLE.fullmatch(part):
-            shown = _escape(part)
-            escapes.append((length, length + len(shown)))
-        else:
-            shown = part
-        out.append(shown)
-        length += len(shown)
-    line = "".join(out)
-    if len(line) <= limit:
-        return line
-    cut = limit - 1  # room for the ellipsis
-    for start, end in escapes:
-        if start < cut < end:
-            cut = start
-            break
-    return line[:cut] + "…"
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    return _NAMED_ESCAPES.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
-
-
-_output_lock = threading.Lock()
-
-
-def progress_line(line: str, out: IO[str] | None = None) -> None:
-    """Write one whole line (stderr by default): one write under a lock, so the lines of waits and creates
-    running in parallel threads never interleave mid-line (``print`` writes the text and the newline apart).
-    Every line goes through :func:`printable` (at most :data:`LOG_LINE_LIMIT` characters): it can hold names,
-    ids and messages from the state or the API, and a line is one line."""
-    stream = out if out is not None else sys.stderr
-    text = printable(line, LOG_LINE_LIMIT)
-    try:
-        with _output_lock:
-            stream.write(text + "\n")
-            stream.flush()
-    except (OSError, ValueError):  # a closed stream must never fail a deployment
-        pass
 
 
 def _progress(out: IO[str], line: str) -> None:

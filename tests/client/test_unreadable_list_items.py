@@ -187,19 +187,20 @@ def test_the_reconciliation_snapshots_skip_what_they_cannot_read(capsys):
 
 def test_refreshs_shared_list_skips_what_it_cannot_read(capsys, monkeypatch):
     from pulumi_together_rl import config
-    from pulumi_together_rl.resources import _lookups
+    from pulumi_together_rl.resources import process
+    from pulumi_together_rl.resources.model_resource_schema import MODEL_RESOURCE
 
     monkeypatch.setenv("TOGETHER_BASE_URL", "https://api.test")
     config.reset()
-    _lookups.clear()
+    process.clear_lookups()
     bad = fresh("mr")
     script = Script(
         page([resource_json("mr_1", status="MODEL_RESOURCES_STATUS_READY"), resource_json(bad, status=7)])
     )
     try:
-        listed = _lookups.listed(make_client(script), "model resource")
+        listed = process.listed(make_client(script), MODEL_RESOURCE)
     finally:
-        _lookups.clear()
+        process.clear_lookups()
         config.reset()
 
     assert list(listed) == ["mr_1"]

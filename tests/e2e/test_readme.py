@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pulumi_together_rl.resources._inputs import OWNER_KEY
+from pulumi_together_rl.resources.inputs import OWNER_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -151,11 +151,13 @@ def _names(cell: str) -> list[str]:
 
 
 def _resource(kind: str):
+    """The kind's public schema (its key tables) and its Args class."""
     import importlib
 
     module = importlib.import_module(f"pulumi_together_rl.resources.{kind}")
+    schema = importlib.import_module(f"pulumi_together_rl.resources.{kind}_schema")
     args = getattr(module, "ModelResourceArgs" if kind == "model_resource" else "TrainingSessionArgs")
-    return module, args
+    return getattr(schema, kind.upper()), args
 
 
 @pytest.mark.parametrize(
@@ -164,7 +166,7 @@ def _resource(kind: str):
 def test_readme_reference_lists_exactly_the_inputs_and_which_replace(heading, kind):
     import inspect
 
-    module, args = _resource(kind)
+    schema, args = _resource(kind)
     rows = _table(_section(heading), "input")
     documented = {name: row for row in rows for name in _names(row[0])}
     declared = [p for p in inspect.signature(args.__init__).parameters if p != "self"]
@@ -173,7 +175,7 @@ def test_readme_reference_lists_exactly_the_inputs_and_which_replace(heading, ki
     replacing = {name for name, row in documented.items() if row[2].lower().startswith("yes")}
     # `model_resource` is the program's way to set `model_resources_id` (and replaces as it does).
     aliases = {"model_resource"} if kind == "training_session" else set()
-    assert replacing == set(module._REPLACE_ON_CHANGES) | aliases
+    assert replacing == set(schema.replace_on_changes) | aliases
     required = {name for name, row in documented.items() if "required" in row[1]}
     assert required == {
         p
@@ -186,18 +188,13 @@ def test_readme_reference_lists_exactly_the_inputs_and_which_replace(heading, ki
     ("heading", "kind"), [("`ModelResource`", "model_resource"), ("`TrainingSession`", "training_session")]
 )
 def test_readme_reference_lists_exactly_the_outputs(heading, kind):
-    module, _ = _resource(kind)
+    schema, _ = _resource(kind)
     rows = _table(_section(heading), "output")
     documented = {name for row in rows for name in _names(row[0])}
 
-    # What check adds to the inputs is an output too: the estimate, the model resource's declared facts, and
-    # the declaration the resource class adds.
-    from_check = (
-        *getattr(module, "_ESTIMATE_KEYS", ()),
-        *([module._SPEC_KEY] if hasattr(module, "_SPEC_KEY") else []),
-        OWNER_KEY,
-    )
-    assert documented == {"id", *module._OUTPUT_KEYS, *from_check}
+    # What check adds to the inputs is an output too (the estimate, the model resource's declared facts), and
+    # so is the declaration the resource class adds.
+    assert documented == {"id", *schema.output_keys, *schema.check_added, OWNER_KEY}
 
 
 @pytest.mark.parametrize(

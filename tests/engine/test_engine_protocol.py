@@ -376,13 +376,13 @@ def test_with_together_rl_debug_the_full_traceback_is_kept(emulator_server):
 
 
 def test_a_bug_after_the_post_keeps_its_traceback_and_its_object_is_stopped(emulator, tmp_path):
-    """A bug (not a ProviderError) after the POST, in the real server: the create stops what it made, and the
+    """A bug (not a UserError) after the POST, in the real server: the create stops what it made, and the
     engine gets the sentence *and* the bug's traceback, with where it happened (not `RuntimeError: .`)."""
     (tmp_path / "sitecustomize.py").write_text(
-        "import pulumi_together_rl.resources.model_resource as module\n"
+        "import pulumi_together_rl.resources.model_resource_schema as module\n"
         "def planted_bug(inputs, ready):\n"
         "    raise RuntimeError()\n"
-        "module._to_outputs = planted_bug\n"
+        "object.__setattr__(module.MODEL_RESOURCE, 'to_outputs', planted_bug)\n"
     )
     env = {"PYTHONPATH": str(tmp_path), "TOGETHER_RL_POLL_INTERVAL": "0.05"}
     with ProviderProcess(env=env) as process:

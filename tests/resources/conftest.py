@@ -15,7 +15,7 @@ from pulumi.dynamic import Config, ConfigureRequest
 
 from pulumi_together_rl import config
 from pulumi_together_rl.client import TogetherRL
-from pulumi_together_rl.resources import _base
+from pulumi_together_rl.resources import process
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
 
@@ -61,10 +61,10 @@ class Rig:
 @pytest.fixture
 def fresh_provider_state():
     config.reset()
-    _base.clear_caches()
+    process.clear_caches()
     yield
     config.reset()
-    _base.clear_caches()
+    process.clear_caches()
 
 
 @pytest.fixture

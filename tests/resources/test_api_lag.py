@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pulumi_together_rl import journal
-from pulumi_together_rl.resources._errors import ProviderError
+from pulumi_together_rl.messages import UserError
 
 from .conftest import MODEL
 
@@ -39,7 +39,7 @@ def test_a_stop_answering_404_for_a_young_object_is_never_taken_for_gone(rig):
     created = rig.create_resource()
     rig.control.configure(read_lag=120.0)
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.resources.delete(created.id, created.outs)
 
     assert "may still exist" in str(caught.value)
@@ -75,9 +75,9 @@ def test_an_answered_500_after_acting_while_the_list_lags_makes_one_session(rig)
 
 
 def test_a_stop_that_answers_200_but_does_not_take_is_sent_again(rig, monkeypatch, capsys):
-    from pulumi_together_rl.resources import _lifecycle
+    from pulumi_together_rl import stopping
 
-    monkeypatch.setattr(_lifecycle, "RESTOP_AFTER", 0.3)
+    monkeypatch.setattr(stopping, "RESTOP_AFTER", 0.3)
     created = rig.create_resource()
     rig.control.configure(stops_ignored=1)
 
@@ -100,7 +100,7 @@ def test_a_failed_create_whose_stop_answers_200_but_does_not_take_stops_it_for_r
     resource = rig.create_resource()
     rig.control.configure(stops_ignored=1, timings={"session_creating": 2.5})
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_session(resource.id, lora_config={"rank": 8}, create_timeout=1.0)
 
     assert "It has been stopped" in str(caught.value)
@@ -113,7 +113,7 @@ def test_a_failed_create_whose_stop_answers_200_but_does_not_take_stops_it_for_r
 def test_a_failed_create_whose_stop_never_takes_says_so_and_keeps_its_journal_entry(rig):
     rig.control.configure(stops_ignored=100, timings={"resource_pending": 60.0})
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource(create_timeout=1)
 
     message = str(caught.value)

@@ -13,7 +13,7 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 
 from pulumi_together_rl.client.models import ModelResourceCreateRequest
-from pulumi_together_rl.resources._inputs import UNKNOWN_SENTINEL
+from pulumi_together_rl.resources.inputs import UNKNOWN_SENTINEL
 
 from .conftest import MODEL
 

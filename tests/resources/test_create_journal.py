@@ -23,7 +23,7 @@ import pytest
 
 from pulumi_together_rl import journal
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from pulumi_together_rl.resources._errors import ProviderError
+from pulumi_together_rl.messages import UserError
 
 from .conftest import MODEL, OWNER
 
@@ -258,7 +258,7 @@ def test_two_look_alikes_inside_the_window_are_ambiguous_nothing_is_taken_and_no
     colleagues = post_by_hand(rig, RESOURCES, REQUEST.to_wire())  # made by hand at the same moment
     rig.control.clear_requests()
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource()
 
     message = str(caught.value)
@@ -323,7 +323,7 @@ def test_a_match_that_a_rival_unanswered_create_may_have_made_is_not_taken(rig):
     one = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
     rig.control.clear_requests()
 
-    with pytest.raises(ProviderError, match="another create of the same request"):
+    with pytest.raises(UserError, match="another create of the same request"):
         rig.create_resource()
     assert rig.posts(RESOURCES) == []
     assert active(rig, "model_resources") == [one["id"]]
@@ -342,7 +342,7 @@ def test_a_failed_create_whose_stop_failed_keeps_its_entry_and_the_next_create_t
     rig.control.configure(timings={"resource_pending": 60.0})
     rig.control.add_fault(method="POST", path=r"/stop$", status=400, times=None)
 
-    with pytest.raises(ProviderError, match="Stopping it failed too"):
+    with pytest.raises(UserError, match="Stopping it failed too"):
         rig.create_resource(create_timeout=1)
 
     [kept] = journal.unfinished()
@@ -360,7 +360,7 @@ def test_when_the_interrupted_object_cannot_be_looked_up_nothing_is_created_and_
     rig.control.add_fault(method="GET", path=f"^{RESOURCES}/{made.id}$", status=503, times=None)
     rig.control.clear_requests()
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource()
 
     assert made.id in str(caught.value) and "looking for it failed" in str(caught.value)
@@ -381,7 +381,7 @@ def test_an_unwritable_journal_folder_fails_before_the_post_naming_the_folder(ri
         folder.write_text("not a folder")
     rig.control.clear_requests()
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource()
 
     message = str(caught.value)
@@ -447,7 +447,7 @@ def test_adopting_one_of_the_look_alikes_settles_the_entry_so_a_later_create_nev
     left_entry(rig, REQUEST)
     ours = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
     colleagues = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
-    with pytest.raises(ProviderError, match="none can be proven"):
+    with pytest.raises(UserError, match="none can be proven"):
         rig.create_resource()
 
     adopted = rig.create_resource(adopt_id=ours["id"])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pulumi_together_rl import stopping
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from pulumi_together_rl.resources import _base, _lifecycle
-from pulumi_together_rl.resources._errors import ProviderError
+from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.resources import lifecycle, process
 
 from .conftest import MODEL, configure
 
@@ -62,7 +63,7 @@ def test_check_warns_and_skips_remote_checks_when_the_api_is_unreachable(rig, ca
 def test_error_during_create_stops_the_resource_and_reports_the_api_error(rig):
     rig.control.fail_next("model_resource", "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED", "pods failed")
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource()
 
     (resource,) = rig.control.state()["model_resources"]
@@ -75,7 +76,7 @@ def test_error_during_create_stops_the_resource_and_reports_the_api_error(rig):
 def test_create_timeout_stops_the_resource(rig):
     rig.control.configure(timings={"resource_pending": 60})
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource(create_timeout=0.2)
 
     (resource,) = rig.control.state()["model_resources"]
@@ -87,7 +88,7 @@ def test_create_timeout_stops_the_resource(rig):
 def test_missing_key_fails_create_naming_both_ways_to_set_it(rig, fresh_provider_state):
     configure(rig.resources, {"together:baseUrl": rig.emulator.base_url})
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.resources.create({"base_model": MODEL})
 
     message = str(caught.value)
@@ -99,7 +100,7 @@ def test_delete_with_attached_sessions_needs_force(rig):
     created = rig.create_resource()
     session = rig.client.create_training_session(TrainingSessionCreateRequest(model_resources_id=created.id))
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.resources.delete(created.id, created.outs)
 
     message = str(caught.value)
@@ -156,7 +157,7 @@ def test_delete_of_a_live_resource_whose_stop_is_refused_reports_the_refusal(rig
         method="POST", path=rf"/model-resources/{created.id}/stop$", status=409, message="busy", times=1
     )
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.resources.delete(created.id, created.outs)
 
     assert "HTTP 409: busy" in str(caught.value) and caught.value.todo
@@ -251,7 +252,7 @@ def test_adopt_with_mismatched_inputs_names_the_fields_and_stops_nothing(rig):
     )
     assert "1200" not in failures[0].reason and MODEL not in failures[0].reason
     # At create (a preview that could not ask the API): the same refusal, with the values.
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.resources.create(declared)
 
     message = str(caught.value)
@@ -268,17 +269,15 @@ def test_adopt_of_a_stopped_resource_fails(rig):
     declared = {"base_model": MODEL, "adopt_id": existing.id}
     failures = rig.resources.check({}, declared).failures
     assert [(f.property, "is STOP" in f.reason) for f in failures] == [("adopt_id", True)]
-    with pytest.raises(ProviderError, match="is STOP"):  # at create too, if preview could not ask
+    with pytest.raises(UserError, match="is STOP"):  # at create too, if preview could not ask
         rig.resources.create(declared)
 
 
 def test_an_interrupt_while_waiting_stops_the_resource_and_propagates(rig, monkeypatch):
-    from pulumi_together_rl.resources import model_resource
-
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(model_resource, "_wait_ready", interrupted)
+    monkeypatch.setattr(lifecycle, "_wait_target", interrupted)
 
     with pytest.raises(KeyboardInterrupt):
         rig.create_resource()
@@ -301,10 +300,9 @@ _STOP = r"/v1/rl/model-resources/[^/]+/stop$"
 
 @pytest.fixture
 def quick_abandon(monkeypatch):
-    from pulumi_together_rl.resources import _model_resource_helpers
 
-    monkeypatch.setattr(_model_resource_helpers, "NOT_FOUND_GRACE", 0.1)
-    monkeypatch.setattr(_lifecycle, "ABANDON_STOP_RETRY_DELAYS", (0.01, 0.01))
+    monkeypatch.setattr(lifecycle, "NOT_FOUND_GRACE", 0.1)
+    monkeypatch.setattr(stopping, "RETRY_404_DELAYS", (0.01, 0.01))
 
 
 def test_a_404_just_after_the_post_is_read_after_write_lag_not_a_failure(rig):
@@ -322,7 +320,7 @@ def test_a_lasting_404_after_the_post_stops_the_resource_retrying_a_stop_that_40
     rig.control.add_fault(method="GET", path=_GET_ONE, status=404, times=1000)
     rig.control.add_fault(method="POST", path=_STOP, status=404, times=1)
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource()
 
     (resource,) = rig.control.state()["model_resources"]
@@ -335,7 +333,7 @@ def test_a_stop_that_keeps_answering_404_says_the_resource_may_still_exist(rig, 
     rig.control.add_fault(method="GET", path=_GET_ONE, status=404, times=1000)
     rig.control.add_fault(method="POST", path=_STOP, status=404, times=1000)
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource()
 
     (resource,) = rig.control.state()["model_resources"]
@@ -350,7 +348,7 @@ def test_a_failed_create_whose_stop_is_refused_for_an_errored_resource_counts_as
     rig.control.fail_next("model_resource", "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED", "pods failed")
     rig.control.add_fault(method="POST", path=_STOP, status=409, times=1)
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource()
 
     message = str(caught.value)
@@ -365,7 +363,7 @@ def test_check_of_unchanged_inputs_makes_no_http_even_in_a_fresh_process(rig):
     olds = rig.resources.check(
         {}, {"base_model": MODEL, "compute_config": {"num_generator_replicas": 1}}
     ).inputs
-    _base.clear_caches()  # a new provider process: nothing cached
+    process.clear_caches()  # a new provider process: nothing cached
     rig.control.clear_requests()
 
     again = rig.resources.check({**olds, "__provider": "blob"}, {**olds, "create_timeout": 60.0})
@@ -381,7 +379,7 @@ def test_check_of_unchanged_inputs_makes_no_http_even_in_a_fresh_process(rig):
 
 
 def test_the_quick_check_client_has_short_timeouts(rig):
-    client = _base.api_client("checking", "model resource", "x", quick=True)
+    client = process.api_client("checking", "model resource", "x", quick=True)
 
     assert client._transport.timeout.read <= 5 and client._transport.max_retry_after <= 2
     assert client._transport.max_attempts == 2
@@ -404,7 +402,7 @@ def test_a_malformed_base_url_from_the_environment_is_blamed_on_the_environment(
     configure(rig.resources, {"together:apiKey": "k"})
     monkeypatch.setenv("TOGETHER_BASE_URL", "api.together.ai")
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.resources.create({"base_model": MODEL})
     message = str(caught.value)
     assert "comes from the environment variable TOGETHER_BASE_URL" in message
@@ -415,13 +413,13 @@ def test_a_rejected_key_names_the_setting_it_came_from(rig, fresh_provider_state
     rig.control.configure(api_key=rig.emulator.api_key)  # the emulator checks the key from here on
     configure(rig.resources, {"together:baseUrl": rig.emulator.base_url})
     monkeypatch.setenv("TOGETHER_API_KEY", "wrong-key")
-    with pytest.raises(ProviderError) as from_env:
+    with pytest.raises(UserError) as from_env:
         rig.create_resource()
     assert "HTTP 401" in str(from_env.value)
     assert "comes from the environment variable TOGETHER_API_KEY" in str(from_env.value)
 
     configure(rig.resources, {"together:baseUrl": rig.emulator.base_url, "together:apiKey": "wrong-key"})
-    with pytest.raises(ProviderError) as from_config:
+    with pytest.raises(UserError) as from_config:
         rig.create_resource()
     assert "comes from the stack config together:apiKey" in str(from_config.value)
     assert "wrong-key" not in str(from_env.value) + str(from_config.value)
@@ -430,13 +428,13 @@ def test_a_rejected_key_names_the_setting_it_came_from(rig, fresh_provider_state
 def test_a_malformed_base_url_is_a_provider_error_naming_the_setting(rig, fresh_provider_state, capsys):
     configure(rig.resources, {"together:apiKey": "k", "together:baseUrl": "api.together.ai"})
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.resources.create({"base_model": MODEL})
     message = str(caught.value)
     assert message.startswith(f"creating model resource ({MODEL}): ")
     assert "comes from the stack config together:baseUrl" in message and "TOGETHER_BASE_URL" not in message
 
-    with pytest.raises(ProviderError, match=r"^deleting model resource \(mr-1\): "):
+    with pytest.raises(UserError, match=r"^deleting model resource \(mr-1\): "):
         rig.resources.delete("mr-1", {})
 
     assert rig.resources.check({}, {"base_model": MODEL}).failures == []  # preview: warns, skips
@@ -463,7 +461,7 @@ def test_adopt_compares_the_optimizer_kind_not_the_exact_settings(rig):
         declared = {"base_model": MODEL, "adopt_id": adopt_id, "optimizer_config": optimizer}
         (failure,) = rig.resources.check({}, declared).failures
         assert failure.property == "adopt_id" and f"{field} differ" in failure.reason
-        with pytest.raises(ProviderError, match=field.replace(".", r"\.")):
+        with pytest.raises(UserError, match=field.replace(".", r"\.")):
             rig.resources.create(declared)
 
 
@@ -471,7 +469,7 @@ def test_an_adopt_that_times_out_says_what_to_do(rig):
     rig.control.configure(timings={"resource_pending": 60})
     existing = rig.client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL))
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource(adopt_id=existing.id, create_timeout=0.2)
 
     assert str(caught.value).startswith(f"adopting model resource ({existing.id}): timed out")

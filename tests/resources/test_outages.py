@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pulumi_together_rl.resources._errors import ProviderError
+from pulumi_together_rl.messages import UserError
 
 from .conftest import MODEL
 
@@ -84,7 +84,7 @@ def test_a_failed_create_keeps_trying_its_stop_through_an_outage(rig, monkeypatc
         method="POST", path=r"/stop$", status=503, times=None, duration=5.0, armed_by=f"^POST {RESOURCES}$"
     )
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_resource(create_timeout=1)
 
     assert "It has been stopped" in str(caught.value), caught.value

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from pulumi_together_rl.resources._inputs import UNKNOWN_SENTINEL
+from pulumi_together_rl.resources.inputs import UNKNOWN_SENTINEL
 
 from .conftest import MODEL
 
@@ -204,9 +204,9 @@ def test_a_changed_estimate_alone_is_no_diff(rig):
 def test_a_refresh_of_many_objects_is_one_list_per_kind(rig):
     created = [rig.create_resource() for _ in range(5)]
     rig.control.clear_requests()
-    from pulumi_together_rl.resources import _lookups
+    from pulumi_together_rl.resources import process
 
-    _lookups.clear()  # a new refresh
+    process.clear_lookups()  # a new refresh
     for c in created:
         assert rig.resources.read(c.id, c.outs).id == c.id
 

@@ -10,8 +10,8 @@ from pulumi_together_rl.client.models import (
     TrainingSessionCreateRequest,
     TrainingSessionUpdateRequest,
 )
-from pulumi_together_rl.resources import _base
-from pulumi_together_rl.resources._errors import ProviderError
+from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.resources import process
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_create_waits_until_running_with_api_defaults_in_effective_outputs(rig, 
 def test_error_during_create_stops_the_session_and_reports_the_api_error(rig, resource_id):
     rig.control.fail_next("training_session", "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED", "trainer crashed")
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_session(resource_id, display_name="doomed")
 
     (session,) = rig.control.state()["training_sessions"]
@@ -55,7 +55,7 @@ def test_error_during_create_stops_the_session_and_reports_the_api_error(rig, re
 def test_create_timeout_stops_the_session(rig, resource_id):
     rig.control.configure(timings={"session_creating": 60})
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_session(resource_id, create_timeout=0.2)
 
     (session,) = rig.control.state()["training_sessions"]
@@ -196,7 +196,7 @@ def test_adopt_with_a_different_resource_names_the_field(rig, resource_id):
     declared = {"model_resources_id": resource_id, "adopt_id": existing.id}
     failures = rig.sessions.check({}, declared).failures
     assert [(f.property, "model_resources_id differ" in f.reason) for f in failures] == [("adopt_id", True)]
-    with pytest.raises(ProviderError, match="model_resources_id"):  # at create too, if preview could not ask
+    with pytest.raises(UserError, match="model_resources_id"):  # at create too, if preview could not ask
         rig.sessions.create(declared)
     assert _emulated(rig, existing.id)["status"] == "TRAINING_SESSION_STATUS_RUNNING"
 
@@ -236,7 +236,7 @@ def test_delete_of_a_running_session_whose_stop_is_refused_reports_the_refusal(r
     created = rig.create_session(resource_id, display_name="s")
     _stop_fault(rig, created.id)
 
-    with pytest.raises(ProviderError, match=r"HTTP 409: refused"):
+    with pytest.raises(UserError, match=r"HTTP 409: refused"):
         rig.sessions.delete(created.id, created.outs)
     assert _emulated(rig, created.id)["status"] == "TRAINING_SESSION_STATUS_RUNNING"
 
@@ -244,7 +244,7 @@ def test_delete_of_a_running_session_whose_stop_is_refused_reports_the_refusal(r
 def test_a_failed_session_create_says_the_session_was_stopped_not_that_nothing_bills(rig, resource_id):
     rig.control.fail_next("training_session", "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED", "trainer crashed")
 
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(UserError) as caught:
         rig.create_session(resource_id, display_name="doomed")
 
     message = str(caught.value)
@@ -262,7 +262,7 @@ def test_a_404_just_after_the_post_does_not_fail_the_session_create(rig, resourc
 
 def test_session_check_of_unchanged_inputs_makes_no_http(rig, resource_id):
     olds = rig.sessions.check({}, {"model_resources_id": resource_id, "lora_config": {"rank": 8}}).inputs
-    _base.clear_caches()  # a new provider process: nothing cached
+    process.clear_caches()  # a new provider process: nothing cached
     rig.control.clear_requests()
 
     again = rig.sessions.check(olds, {**olds, "display_name": "renamed"})

@@ -12,7 +12,7 @@ import pytest
 from pulumi.output import Unknown
 
 from pulumi_together_rl import config
-from pulumi_together_rl.resources import _base
+from pulumi_together_rl.resources import process
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
 
@@ -23,7 +23,7 @@ MODEL = "Qwen/Qwen3.5-4B"
 def no_api(monkeypatch):
     monkeypatch.delenv("TOGETHER_API_KEY", raising=False)
     config.reset()
-    _base.clear_caches()
+    process.clear_caches()
 
 
 def failures(result):
@@ -231,7 +231,7 @@ def test_an_unknown_gpu_type_is_rejected_locally():
 
 
 def test_a_rejected_string_is_never_echoed_only_its_shape():
-    from pulumi_together_rl.resources._inputs import shown
+    from pulumi_together_rl.resources.inputs import shown
 
     secret = "tk-live-0123456789abcdef0123456789abcdef"
     assert secret not in shown(secret) and shown(secret) == f"a string of {len(secret)} characters"

@@ -6,8 +6,8 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 
 from pulumi_together_rl import config
+from pulumi_together_rl.config import DEFAULT_POLL_INTERVAL
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
-from pulumi_together_rl.waiting import DEFAULT_POLL_INTERVAL
 
 
 @pytest.fixture(autouse=True)

@@ -5,13 +5,7 @@ from __future__ import annotations
 import pytest
 from pulumi.output import Unknown
 
-from pulumi_together_rl.resources import (
-    _base,
-    _model_resource_helpers,
-    _training_session_helpers,
-    model_resource,
-    training_session,
-)
+from pulumi_together_rl.resources import process
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
 
@@ -46,14 +40,7 @@ def no_http(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("diff must not make API calls")
 
-    for module in (
-        _base,
-        model_resource,
-        _model_resource_helpers,
-        training_session,
-        _training_session_helpers,
-    ):
-        monkeypatch.setattr(module, "api_client", refuse)
+    monkeypatch.setattr(process, "api_client", refuse)
 
 
 def resource_diff(**news):

@@ -9,8 +9,7 @@ import pytest
 
 from pulumi_together_rl.client import errors
 from pulumi_together_rl.client.models import TrainingSession
-from pulumi_together_rl.resources._errors import ProviderError, explain, log
-from pulumi_together_rl.waiting import WaitFailed, WaitTimeout, printable
+from pulumi_together_rl.messages import UserError, WaitFailed, WaitTimeout, explain, log, printable
 
 
 def _failed_session(error):
@@ -77,7 +76,7 @@ def test_an_adopt_of_a_missing_object_says_to_check_adopt_id():
         errors.ConfigurationError("client closed"),
         WaitFailed(last=None, description="model resource x: not found", elapsed=60),
         WaitTimeout(last=None, description="model resource x: not found", elapsed=5, timeout=5),
-        ProviderError("creating", "model resource", "x", "it broke"),
+        UserError("creating", "model resource", "x", "it broke"),
         RuntimeError("unexpected"),
     ],
 )

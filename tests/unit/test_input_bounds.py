@@ -11,7 +11,7 @@ import math
 import pytest
 
 from pulumi_together_rl import config
-from pulumi_together_rl.resources import _base
+from pulumi_together_rl.resources import process
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
 
@@ -23,7 +23,7 @@ SECRET = "tk-live-0123456789abcdef0123456789abcdef"  # what a key pasted into th
 def no_api(monkeypatch):
     monkeypatch.delenv("TOGETHER_API_KEY", raising=False)
     config.reset()
-    _base.clear_caches()
+    process.clear_caches()
 
 
 def _resource(**inputs):

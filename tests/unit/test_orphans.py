@@ -512,7 +512,7 @@ def test_a_refused_stop_that_cannot_be_looked_up_counts_as_failed(emulator, clie
 
     assert not result.stopped
     assert result.message.startswith(
-        f"stopping model resource ({stray}): the API refused it (HTTP 409: busy)"
+        f"stopping model resource ({stray}): the API refused it in the object's current state (HTTP 409: busy)"
     )
 
 

@@ -12,7 +12,9 @@ import httpx
 import pytest
 
 from pulumi_together_rl.client import ApiError, ModelResourceStatus, TogetherRL
-from pulumi_together_rl.resources import _watch
+from pulumi_together_rl.resources import watch
+from pulumi_together_rl.resources.model_resource_schema import MODEL_RESOURCE
+from pulumi_together_rl.resources.training_session_schema import TRAINING_SESSION
 from pulumi_together_rl.waiting import NoAnswerYet, Watcher, wait_for
 
 
@@ -229,9 +231,9 @@ def test_a_throttled_get_holds_the_next_tick_back_by_its_retry_after():
 
 @pytest.fixture
 def no_watchers():
-    _watch.clear()
+    watch.clear()
     yield
-    _watch.clear()
+    watch.clear()
 
 
 def test_one_watcher_per_base_url_api_key_and_kind(no_watchers):
@@ -242,8 +244,8 @@ def test_one_watcher_per_base_url_api_key_and_kind(no_watchers):
         "other url": TogetherRL(api_key="tk-key-one", base_url="http://api-b.test"),
     }
     try:
-        got = {name: _watch.watcher(client, "model resource") for name, client in clients.items()}
-        sessions = _watch.watcher(clients["first"], "training session")
+        got = {name: watch.watcher(client, MODEL_RESOURCE) for name, client in clients.items()}
+        sessions = watch.watcher(clients["first"], TRAINING_SESSION)
     finally:
         for client in clients.values():
             client.close()
@@ -259,7 +261,7 @@ def test_the_identity_holds_a_digest_of_the_key_never_the_key(no_watchers):
     again = TogetherRL(api_key="tk-key-one-secret", base_url="http://api-a.test")
     two = TogetherRL(api_key="tk-key-two-secret", base_url="http://api-a.test")
     try:
-        _watch.watcher(one, "model resource")
+        watch.watcher(one, MODEL_RESOURCE)
         digests = (one.api_key_digest, again.api_key_digest, two.api_key_digest)
     finally:
         for client in (one, again, two):
@@ -267,7 +269,7 @@ def test_the_identity_holds_a_digest_of_the_key_never_the_key(no_watchers):
 
     assert digests[0] == digests[1] != digests[2]
     assert len(digests[0]) == 16 and int(digests[0], 16) >= 0
-    assert "secret" not in repr(list(_watch._watchers)) and "tk-key" not in repr(list(_watch._watchers))
+    assert "secret" not in repr(list(watch._watchers)) and "tk-key" not in repr(list(watch._watchers))
 
 
 class FakeClient:
@@ -290,11 +292,11 @@ class FakeClient:
 
 def test_a_shared_watcher_asks_through_the_latest_client_of_its_identity(no_watchers):
     first = FakeClient("d1")
-    watcher = _watch.watcher(first, "model resource")
+    watcher = watch.watcher(first, MODEL_RESOURCE)
     first.closed = True  # e.g. a test's client, or a cache's before a reset
     second = FakeClient("d1")
 
-    assert _watch.watcher(second, "model resource") is watcher
+    assert watch.watcher(second, MODEL_RESOURCE) is watcher
     with watcher.watch("mr_1").until(time.monotonic() + 5) as sub:
         assert sub.fetch().id == "mr_1"
     assert first.lists == 0 and second.lists >= 1
@@ -330,7 +332,7 @@ def test_a_waited_object_the_list_cannot_read_is_asked_for_by_get_and_fails_alon
         )
 
     client = TogetherRL(api_key="tk-k", base_url="http://api.test", http_transport=httpx.MockTransport(api))
-    watcher = _watch.watcher(client, "model resource")
+    watcher = watch.watcher(client, MODEL_RESOURCE)
     try:
         with (
             watcher.watch("mr_ok") as ok,

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import httpx
 
+from ..config import DEFAULT_BASE_URL
 from .errors import ConfigurationError, InvalidArgument
 from .models import (
     CostEstimate,
@@ -45,7 +46,6 @@ from .transport import (
 )
 from .wire import _RESOURCES, _SESSIONS, _SUPPORTED_MODELS, M, _paginate, _parse, _parse_list
 
-DEFAULT_BASE_URL = "https://api.together.ai"
 ENV_API_KEY = "TOGETHER_API_KEY"
 ENV_BASE_URL = "TOGETHER_BASE_URL"
 

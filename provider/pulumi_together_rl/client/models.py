@@ -181,13 +181,25 @@ class TrainingSessionErrorCode:
     ALL = (RESOURCE_UNAVAILABLE, RESOURCE_AT_CAPACITY, TIMED_OUT, SESSION_FAILED)
 
 
-# Status groups: the single definition the resource layer and the emulator tests rely on.
+# Status groups: the one definition every layer uses (the client's reconciliation, the resources, the watcher,
+# the orphan finder). Tuples where order reaches the wire (a list filter), frozensets otherwise.
 RESOURCE_PROVISIONING = frozenset({ModelResourceStatus.PENDING, ModelResourceStatus.CREATING})
+#: Resources that hold (or are about to hold) a GPU allocation: what a create can have made.
+LIVE_RESOURCE_STATUSES = (
+    ModelResourceStatus.PENDING,
+    ModelResourceStatus.CREATING,
+    ModelResourceStatus.READY,
+)
 #: A resource in one of these states no longer bills and cannot come back (billing stops at STOPPING).
 RESOURCE_GONE = frozenset(
     {ModelResourceStatus.STOPPING, ModelResourceStatus.STOPPED, ModelResourceStatus.ERROR}
 )
 RESOURCE_ACTIVE = frozenset(set(ModelResourceStatus) - RESOURCE_GONE)
+#: What one list of resources asks for: every state a wait or a refresh can find an existing one in (one that
+#: has ended leaves the list, and is asked for by GET).
+LISTED_RESOURCE_STATUSES = (*LIVE_RESOURCE_STATUSES, ModelResourceStatus.STOPPING)
+#: Sessions that hold a slot and run (or are about to): what a create can have made.
+LIVE_SESSION_STATUSES = (TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING)
 #: A session in one of these states has ended and released its slot (STOPPING still holds its LoRA slot).
 SESSION_GONE = frozenset(
     {TrainingSessionStatus.STOPPED, TrainingSessionStatus.EXPIRED, TrainingSessionStatus.ERROR}
@@ -196,6 +208,8 @@ SESSION_GONE = frozenset(
 SESSION_HOLDS_SLOT = frozenset(
     {TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING, TrainingSessionStatus.STOPPING}
 )
+#: What one list of sessions asks for (as :data:`LISTED_RESOURCE_STATUSES`).
+LISTED_SESSION_STATUSES = (*LIVE_SESSION_STATUSES, TrainingSessionStatus.STOPPING)
 
 
 # ----------------------------------------------------------------------------------------- shared pieces

@@ -72,20 +72,20 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
+from ..messages import progress_line
 from ..singleflight import SingleFlight
-from ..waiting import progress_line
 from .errors import ApiConnectionError, ApiError, TogetherError, is_transient
 from .matching import resource_defaults, resource_differences, session_differences
 from .models import (
+    LIVE_RESOURCE_STATUSES,
+    LIVE_SESSION_STATUSES,
     ModelResource,
     ModelResourceCreateRequest,
     ModelResourceList,
-    ModelResourceStatus,
     SupportedModelList,
     TrainingSession,
     TrainingSessionCreateRequest,
     TrainingSessionList,
-    TrainingSessionStatus,
 )
 from .transport import ANSWERED, UNANSWERED, RetryPolicy, Transport, ambiguity
 from .wire import _RESOURCES, _SESSIONS, M, _pages, _parse
@@ -99,14 +99,6 @@ _SNAPSHOTS: SingleFlight[frozenset[str]] = SingleFlight(ttl=0.0)
 #: Delays between the lookups of an unanswered create: the first, doubling up to the cap.
 SETTLE_FIRST_DELAY = 0.5
 SETTLE_MAX_DELAY = 8.0
-
-#: Statuses of objects that hold something (a GPU allocation, a session slot) and may be a create's result.
-LIVE_RESOURCE_STATUSES = (
-    ModelResourceStatus.PENDING,
-    ModelResourceStatus.CREATING,
-    ModelResourceStatus.READY,
-)
-LIVE_SESSION_STATUSES = (TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING)
 
 CLOCK_SKEW = timedelta(seconds=120)
 """How far the API's clock (an object's ``created_at``) may be from this machine's when judging whether an

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..waiting import progress_line
+from ..messages import progress_line
 from .errors import ApiError, InvalidArgument, TogetherError
 
 #: Most pages any listing follows (a server whose cursors never end cannot loop us forever).

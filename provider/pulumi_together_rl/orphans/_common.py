@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import messages
 from ..client import errors
-from ..client.api import ENV_API_KEY, ENV_BASE_URL
 from ..client.models import (
     ModelResource,
     TrainingSession,
 )
+from ..messages import UserError
 
 MODEL_RESOURCE = "model resource"
 TRAINING_SESSION = "training session"
@@ -44,15 +45,8 @@ NONE_WITH_SOURCES = (
 )
 
 
-class OrphanError(Exception):
-    """An error shown to the user as one sentence: ``<doing> <kind> (<ident>): <cause>. <todo>``."""
-
-    def __init__(self, doing: str, kind: str, ident: str | None, cause: str, todo: str = "") -> None:
-        self.doing, self.kind, self.ident, self.cause, self.todo = doing, kind, ident, cause, todo
-        where = f" ({ident})" if ident else ""
-        subject = f"{doing} {kind}".strip()
-        tail = f" {todo.rstrip('.')}." if todo else ""
-        super().__init__(f"{subject}{where}: {cause.rstrip('.')}.{tail}")
+OrphanError = UserError
+"""The orphan finder's errors are the project's one sentence (:class:`~..messages.UserError`)."""
 
 
 def _short(status: Any) -> str:
@@ -93,42 +87,7 @@ def format_age(seconds: float) -> str:
 def explain(exc: BaseException, key: str | None = None) -> tuple[str, str]:
     """(cause, what to do) of a client error, for an operator running this command; ``key`` names where the
     key came from (``stack dev's together:apiKey``), for the error that blames it."""
-    if isinstance(exc, errors.Unauthorized):
-        return f"the API rejected the key (HTTP 401: {exc.message or 'no message'})", (
-            f"Check {key}" if key else f"Check {ENV_API_KEY} / --api-key"
-        )
-    if isinstance(exc, errors.PermissionDenied):
-        return f"the key may not do this (HTTP 403: {exc.message or 'no message'})", (
-            "Use a key that may list and stop the project's model resources and training sessions"
-        )
-    if isinstance(exc, errors.RateLimited):
-        return (
-            f"the API refused it for now (HTTP 429: {exc.message or 'no message'})",
-            "Wait a minute and run again",
-        )
-    if isinstance(exc, (errors.Conflict, errors.BadRequest)):
-        return f"the API refused it (HTTP {exc.status}: {exc.message or 'no message'})", (
-            "Check its status, then run again"
-        )
-    if isinstance(exc, errors.ServerError):
-        return (
-            f"the API failed (HTTP {exc.status}: {exc.message or 'no message'})",
-            "Run again in a few minutes",
-        )
-    if isinstance(exc, errors.ApiError):
-        return f"the API answered HTTP {exc.status}: {exc.message or 'no message'}", "Run again"
-    if isinstance(exc, errors.ApiConnectionError):
-        return f"the API could not be reached ({exc})", (
-            f"Check {ENV_BASE_URL} / --base-url and the network, then run again"
-        )
-    if isinstance(exc, errors.ConfigurationError):
-        message = str(exc).removeprefix("creating the Together RL client: ").split(". ", 1)[0]
-        message = message.replace("the base_url argument (Pulumi config together:baseUrl)", "--base-url")
-        return message, f"Check {ENV_API_KEY} / --api-key and {ENV_BASE_URL} / --base-url"
-    return (
-        f"{type(exc).__name__}: {exc}",
-        "Run again; if it fails the same way, report it as a bug of pulumi-together-rl",
-    )
+    return messages.explain(exc, audience=messages.operator(key))
 
 
 def _http(exc: errors.TogetherError) -> str:

@@ -11,12 +11,13 @@ from .. import journal
 from ..client import errors
 from ..client.api import TogetherRL
 from ..client.models import (
+    LIVE_RESOURCE_STATUSES,
+    LIVE_SESSION_STATUSES,
     ComputeConfigParams,
     ModelResource,
     ModelResourceCreateRequest,
     TrainingSession,
 )
-from ..client.reconcile import LIVE_RESOURCE_STATUSES, LIVE_SESSION_STATUSES
 from ._common import (
     MODEL_RESOURCE,
     TRAINING_SESSION,

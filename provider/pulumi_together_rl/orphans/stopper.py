@@ -7,17 +7,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from .. import config
+from .. import config, stopping
 from ..client import errors
 from ..client.api import TogetherRL
+from ..client.collections import MODEL_RESOURCES, TRAINING_SESSIONS
 from ..client.models import (
-    RESOURCE_GONE,
-    SESSION_GONE,
+    LIVE_SESSION_STATUSES,
     SESSION_HOLDS_SLOT,
     TrainingSession,
-    TrainingSessionStatus,
 )
-from ..client.reconcile import LIVE_SESSION_STATUSES
 from ..waiting import WaitFailed, WaitTimeout, format_elapsed, wait_for
 from ._common import (
     DEFAULT_STOP_TIMEOUT,
@@ -31,6 +29,9 @@ from ._common import (
 from .finder import Orphan
 
 # --------------------------------------------------------------------------------------------- stopping
+
+STOP_WINDOW = 60.0
+"""Seconds one stop keeps trying through an outage (429, 5xx, no answer) before it is reported as failed."""
 
 
 @dataclasses.dataclass
@@ -69,24 +70,35 @@ def stop_orphans(
 
 
 def _stop_session(client: TogetherRL, orphan: Orphan) -> StopResult:
-    failure: errors.TogetherError
     try:
-        stopped = client.stop_training_session(orphan.id)
-        return StopResult(
-            orphan, True, f"stopped {TRAINING_SESSION} {orphan.id} (now {_short(stopped.status)})"
-        )
-    except errors.NotFound:
-        return StopResult(orphan, True, f"{TRAINING_SESSION} {orphan.id} was already gone")
+        outcome = _stop(TRAINING_SESSIONS, client, orphan.id)
     except errors.TogetherError as exc:
-        failure = exc
-    if isinstance(failure, (errors.Conflict, errors.BadRequest)):
-        # A refusal is judged by the object's state, never by the message: already ending counts as stopped.
-        status = _status_after_refusal(lambda: client.get_training_session(orphan.id))
-        if status is None or status in SESSION_GONE or status == TrainingSessionStatus.STOPPING:
-            state = "gone" if status is None else _short(status)
-            return StopResult(orphan, True, f"{TRAINING_SESSION} {orphan.id} was already {state}")
-    cause, todo = explain(failure)
-    return StopResult(orphan, False, str(OrphanError("stopping", TRAINING_SESSION, orphan.id, cause, todo)))
+        cause, todo = explain(exc)
+        return StopResult(
+            orphan, False, str(OrphanError("stopping", TRAINING_SESSION, orphan.id, cause, todo))
+        )
+    if outcome.outcome == stopping.REFUSED:
+        assert outcome.error is not None
+        cause, todo = explain(outcome.error)
+        return StopResult(
+            orphan, False, str(OrphanError("stopping", TRAINING_SESSION, orphan.id, cause, todo))
+        )
+    return StopResult(orphan, True, _stopped(TRAINING_SESSION, orphan.id, outcome))
+
+
+def _stop(collection: Any, client: TogetherRL, ident: str) -> stopping.Stop:
+    """The one stop (:func:`..stopping.stop`): an outage is tried through for a minute, a refusal judged by the
+    object's state."""
+    return stopping.stop(
+        collection, client, ident, window=STOP_WINDOW, limit="the orphan finder tries for 1 min"
+    )
+
+
+def _stopped(kind: str, ident: str, outcome: stopping.Stop) -> str:
+    if outcome.outcome == stopping.ENDED or outcome.error is not None:
+        state = "gone" if outcome.last is None else _short(outcome.last.status)
+        return f"{kind} {ident} was already {state}"
+    return f"stopped {kind} {ident} (now {_short(outcome.last.status)})"
 
 
 def _stop_resource(
@@ -100,18 +112,17 @@ def _stop_resource(
     out: IO[str] | None,
 ) -> StopResult:
     ident = orphan.id
-    failure: errors.TogetherError | None = None
     for attempt in range(2):  # the second only after waiting for the attached sessions to end
         try:
-            stopped = client.stop_model_resource(ident, force=False)
-            return StopResult(
-                orphan, True, f"stopped {MODEL_RESOURCE} {ident} (now {_short(stopped.status)})"
-            )
-        except errors.NotFound:
-            return StopResult(orphan, True, f"{MODEL_RESOURCE} {ident} was already gone")
+            outcome = _stop(MODEL_RESOURCES, client, ident)
         except errors.TogetherError as exc:
-            failure = exc
-        if not isinstance(failure, (errors.Conflict, errors.BadRequest)) or attempt:
+            cause, todo = explain(exc)
+            return _refused(orphan, cause, todo)
+        if outcome.outcome != stopping.REFUSED:
+            return StopResult(orphan, True, _stopped(MODEL_RESOURCE, ident, outcome))
+        failure = outcome.error
+        assert failure is not None
+        if attempt:
             break
         try:
             attached = _attached(client, ident)
@@ -120,10 +131,6 @@ def _stop_resource(
             refusal = f"the API refused the stop ({_http(failure)}), and listing its sessions failed: {cause}"
             return _refused(orphan, refusal, todo)
         if not attached:
-            status = _status_after_refusal(lambda: client.get_model_resource(ident))
-            if status is None or status in RESOURCE_GONE:
-                state = "gone" if status is None else _short(status)
-                return StopResult(orphan, True, f"{MODEL_RESOURCE} {ident} was already {state}")
             break
         blocking = [s.id for s in attached if s.status in LIVE_SESSION_STATUSES]
         unstopped = [i for i in blocking if i in orphan_sessions]  # orphans whose own stop failed above
@@ -174,7 +181,6 @@ def _stop_resource(
         except errors.TogetherError as exc:
             cause, todo = explain(exc)
             return _refused(orphan, f"waiting for its training sessions to end failed: {cause}", todo)
-    assert failure is not None
     cause, todo = explain(failure)
     return _refused(orphan, cause, todo)
 
@@ -188,14 +194,3 @@ def _attached(client: TogetherRL, resource_id: str) -> list[TrainingSession]:
     return list(
         client.iter_training_sessions(model_resources_id=resource_id, status=tuple(SESSION_HOLDS_SLOT))
     )
-
-
-def _status_after_refusal(get: Callable[[], Any]) -> Any:
-    """The object's status after a refused stop; None when it is gone; the status ``"unknown"`` when the
-    lookup fails (which counts as still active)."""
-    try:
-        return get().status
-    except errors.NotFound:
-        return None
-    except errors.TogetherError:
-        return "unknown"

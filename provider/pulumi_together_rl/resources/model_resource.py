@@ -57,57 +57,11 @@ from typing import Any, TypedDict
 
 import pulumi
 import pulumi.dynamic
-from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, UpdateResult
 
-from .. import config
-from ..client import errors
-from ..client.models import RESOURCE_GONE, SESSION_HOLDS_SLOT
-from ..client.reconcile import LIVE_RESOURCE_STATUSES
-from . import _lookups as lookups
-from ._base import BaseProvider, api_client, declaration_owner
-from ._errors import ProviderError, explain, log
-from ._inputs import OWNER_KEY, changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import get_or_none, kept_while_young, retry_404
-from ._model_resource_helpers import (
-    _ATTACHED_TODO,
-    _ESTIMATE_KEYS,
-    _HINTS,
-    _INPUT_KEYS,
-    _OUTPUT_KEYS,
-    _PATH,
-    _REPLACE_ON_CHANGES,
-    _RUNNING_SESSIONS,
-    _SESSION_FACTS,
-    _UPDATE_IN_PLACE,
-    KIND,
-    _adopt,
-    _check_remote,
-    _describe,
-    _Inputs,
-    _inputs_from_api,
-    _price,
-    _sessions_on,
-    _to_outputs,
-    _to_request,
-    _wait_ready,
-)
-from ._transactions import Kind, create_transaction, stop_transaction
-
-_LIFECYCLE = Kind(
-    name=KIND,
-    path=_PATH,
-    target="READY",
-    gone=lambda mr: mr.status in RESOURCE_GONE,
-    # Without force: a resource its own create just made has no sessions of ours to take down.
-    stopped_note="nothing is left billing",
-    post=lambda client, req, record: client.create_model_resource(req, record=record),
-    get=lambda client, id_: client.get_model_resource(id_),
-    stop=lambda client, id_: client.stop_model_resource(id_),
-    find=lambda client, req, attribution: client.find_created_model_resource(req, attribution=attribution),
-    untouched=lambda mr: mr.status in LIVE_RESOURCE_STATUSES,
-    price=lambda client, req: _price(lookups.estimate_cost(client, req).model_dump()),
-)
-"""How a create of a model resource runs (the transaction is shared with sessions: ``_lifecycle``)."""
+from . import model_resource_checks
+from .face import KindProvider, declaration_owner
+from .inputs import OWNER_KEY
+from .model_resource_schema import MODEL_RESOURCE, OUTPUT_KEYS, SESSION_FACTS
 
 
 class ComputeConfigArgs(TypedDict, total=False):
@@ -267,13 +221,13 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
         args: ModelResourceArgs | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {key: getattr(args, key, None) for key in _INPUT_KEYS}
+        props: dict[str, Any] = {key: getattr(args, key, None) for key in MODEL_RESOURCE.input_keys}
         props[OWNER_KEY] = declaration_owner(resource_name)
-        props.update(dict.fromkeys(_OUTPUT_KEYS))
+        props.update(dict.fromkeys(OUTPUT_KEYS))
         super().__init__(_ModelResourceProvider(), resource_name, props, opts)
         # What a TrainingSession given `model_resource=self` validates against at preview, when the id is not
         # known yet (a resource created in the same change): the declared inputs, not the outputs.
-        self._declared = {k: props[k] for k in _SESSION_FACTS} if args is not None else None
+        self._declared = {k: props[k] for k in SESSION_FACTS} if args is not None else None
 
     @staticmethod
     def get(
@@ -285,100 +239,9 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
         )
 
 
-class _ModelResourceProvider(BaseProvider):
-    """The dynamic provider behind :class:`ModelResource` (stateless; pickled by reference)."""
+class _ModelResourceProvider(KindProvider):
+    """The dynamic provider behind :class:`ModelResource`: the shared lifecycle over :data:`MODEL_RESOURCE`.
+    This module and class name are pickled into every stack's state (``__provider``): they must not move."""
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        declared = {k: v for k, v in news.items() if k not in _ESTIMATE_KEYS}  # check's own, never declared
-        inputs, failures = validate_inputs(_Inputs, declared, required=("base_model",), hints=_HINTS)
-        if not failures:
-            inputs, failures = _check_remote(olds, inputs)
-        return CheckResult(inputs, failures)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return diff_inputs(
-            olds, news, replace_on_changes=_REPLACE_ON_CHANGES, update_in_place=_UPDATE_IN_PLACE
-        )
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        inputs = pick(props, _INPUT_KEYS)
-        if inputs.get("adopt_id"):
-            return _adopt(inputs, _LIFECYCLE)
-        client = api_client("creating", KIND, inputs.get("base_model"))
-        return create_transaction(
-            _LIFECYCLE,
-            client,
-            _to_request(inputs),
-            inputs.get("base_model"),
-            owner=inputs.get(OWNER_KEY),
-            wait_until=lambda created: _wait_ready(client, created, inputs),
-            to_outputs=lambda ready: _to_outputs(inputs, ready),
-        )
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        client = api_client("reading", KIND, id_)
-        try:
-            # One list answers every read of a refresh; a GET only for what it does not show.
-            live = lookups.listed(client, KIND).get(id_) or get_or_none(
-                lambda i: retry_404(lambda: client.get_model_resource(i), props=props), id_
-            )
-        except Exception as exc:
-            raise ProviderError("reading", KIND, id_, *explain(exc)) from exc
-        if live is None and (kept := kept_while_young(KIND, id_, props, _INPUT_KEYS)) is not None:
-            return kept
-        if live is None or live.status in RESOURCE_GONE:
-            state = "not found" if live is None else live.status.short
-            log(
-                f"{KIND} {id_} is {state}: dropping it from the state; the next `pulumi up` creates a new one"
-            )
-            return ReadResult("", {})
-        # Refresh keeps the declared inputs; `.get()` (no inputs stored) takes them from the API.
-        inputs = pick(props, _INPUT_KEYS) if props.get("base_model") is not None else _inputs_from_api(live)
-        return ReadResult(id_, _to_outputs(inputs, live), inputs=inputs)
-
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        immutable = changed_keys(olds, news, _REPLACE_ON_CHANGES)
-        if immutable:
-            raise ProviderError(
-                "updating",
-                KIND,
-                id_,
-                f"{', '.join(immutable)} cannot change in place",
-                "Replace the resource",
-            )
-        # Only provider options changed: no API call, the computed outputs stay as they were.
-        computed = {k: v for k, v in olds.items() if k in _OUTPUT_KEYS}
-        return UpdateResult({**pick(news, _INPUT_KEYS), **computed})
-
-    def delete(self, id_: str, props: dict[str, Any]) -> None:
-        force = bool(props.get("force_stop", config.FORCE_STOP))
-        client = api_client("deleting", KIND, id_)
-        # Which sessions a forced stop takes down, for the log (None: listing them failed).
-        running = _sessions_on(client, id_, _RUNNING_SESSIONS, quiet=True) if force else []
-
-        def refused(exc: errors.ApiError) -> None:
-            # Which refusal it is, we learn from the sessions list and the object's state, never the message.
-            attached = [] if force else _sessions_on(client, id_, SESSION_HOLDS_SLOT, quiet=True) or []
-            if attached:
-                # The engine deletes a stack's sessions before their resource, so these are not this stack's.
-                raise ProviderError("deleting", KIND, id_, "the API refused to stop it because training sessions "
-                                    f"that this stack does not manage are attached: {', '.join(attached)} (made "
-                                    "outside Pulumi, by another stack, or left by an interrupted run)",
-                                    _ATTACHED_TODO) from exc  # fmt: skip
-
-        stop_transaction(
-            _LIFECYCLE,
-            client,
-            id_,
-            props,
-            stop=lambda: client.stop_model_resource(id_, force=force),
-            timeout=props.get("delete_timeout") or config.MODEL_RESOURCE_DELETE_TIMEOUT,
-            describe=_describe(id_),
-            still_held="It may still be billing: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
-            refused=refused,
-        )
-        if running is None:
-            log(f"{KIND} {id_}: stopped with force_stop=True; listing its training sessions failed, so the "
-                "sessions this also stopped (if any) cannot be named")  # fmt: skip
-        elif running:
-            log(f"{KIND} {id_}: force_stop=True also stopped training sessions {', '.join(running)}")
+    schema = MODEL_RESOURCE
+    judge = staticmethod(model_resource_checks.check)

@@ -47,53 +47,12 @@ from typing import Any, TypedDict
 
 import pulumi
 import pulumi.dynamic
-from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, UpdateResult
 
-from .. import config
-from ..client.models import SESSION_GONE, TrainingSessionUpdateRequest
-from ..client.reconcile import LIVE_SESSION_STATUSES
-from . import _lookups as lookups
-from ._base import BaseProvider, api_client, declaration_owner
-from ._errors import ProviderError, explain, log
-from ._inputs import OWNER_KEY, changed_keys, diff_inputs, pick, validate_inputs
-from ._lifecycle import get_or_none, kept_while_young, retry_404
-from ._training_session_helpers import (
-    _DISPLAY_NAME_MAX,
-    _HINTS,
-    _INPUT_KEYS,
-    _OUTPUT_KEYS,
-    _PATH,
-    _REPLACE_ON_CHANGES,
-    _SPEC_KEY,
-    _UPDATE_IN_PLACE,
-    KIND,
-    _adopt,
-    _check_remote,
-    _describe,
-    _Inputs,
-    _inputs_from_api,
-    _patch,
-    _to_outputs,
-    _to_request,
-    _wait_running,
-    _with_live_mutables,
-)
-from ._transactions import Kind, create_transaction, stop_transaction
+from . import training_session_checks
+from .face import KindProvider, declaration_owner
+from .inputs import OWNER_KEY
 from .model_resource import ModelResource
-
-_LIFECYCLE = Kind(
-    name=KIND,
-    path=_PATH,
-    target="RUNNING",
-    gone=lambda ts: ts.status in SESSION_GONE,
-    stopped_note="the session is over; its model resource is not affected (it bills until destroyed)",
-    post=lambda client, req, record: client.create_training_session(req, record=record),
-    get=lambda client, id_: client.get_training_session(id_),
-    stop=lambda client, id_: client.stop_training_session(id_),
-    find=lambda client, req, attribution: client.find_created_training_session(req, attribution=attribution),
-    untouched=lambda ts: ts.status in LIVE_SESSION_STATUSES,
-)
-"""How a create of a training session runs (the transaction is shared with model resources: ``_lifecycle``)."""
+from .training_session_schema import DISPLAY_NAME_MAX, OUTPUT_KEYS, SPEC_KEY, TRAINING_SESSION
 
 
 class LoraConfigArgs(TypedDict, total=False):
@@ -254,7 +213,7 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
         args: TrainingSessionArgs | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {key: getattr(args, key, None) for key in _INPUT_KEYS}
+        props: dict[str, Any] = {key: getattr(args, key, None) for key in TRAINING_SESSION.input_keys}
         resource = getattr(args, "model_resource", None)
         if args is not None and (resource is None) == (args.model_resources_id is None):
             # A program error, raised before anything is registered (the provider never sees it).
@@ -264,12 +223,12 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
             )
         if resource is not None:
             props["model_resources_id"] = resource.id
-            props[_SPEC_KEY] = getattr(resource, "_declared", None)  # None for ModelResource.get(...)
+            props[SPEC_KEY] = getattr(resource, "_declared", None)  # None for ModelResource.get(...)
         if args is not None and props["display_name"] is None:
             # The provider never sees the resource name; the API takes at most 128 characters.
-            props["display_name"] = resource_name[:_DISPLAY_NAME_MAX]
+            props["display_name"] = resource_name[:DISPLAY_NAME_MAX]
         props[OWNER_KEY] = declaration_owner(resource_name)
-        props.update(dict.fromkeys(_OUTPUT_KEYS))
+        props.update(dict.fromkeys(OUTPUT_KEYS))
         super().__init__(_TrainingSessionProvider(), resource_name, props, opts)
 
     @staticmethod
@@ -282,85 +241,9 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
         )
 
 
-class _TrainingSessionProvider(BaseProvider):
-    """The dynamic provider behind :class:`TrainingSession` (stateless; pickled by reference)."""
+class _TrainingSessionProvider(KindProvider):
+    """The dynamic provider behind :class:`TrainingSession`: the shared lifecycle over :data:`TRAINING_SESSION`.
+    This module and class name are pickled into every stack's state (``__provider``): they must not move."""
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        inputs, failures = validate_inputs(_Inputs, news, required=("model_resources_id",), hints=_HINTS)
-        if not failures:
-            failures = _check_remote(olds, inputs)
-        return CheckResult(inputs, failures)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return diff_inputs(
-            olds, news, replace_on_changes=_REPLACE_ON_CHANGES, update_in_place=_UPDATE_IN_PLACE
-        )
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        inputs = pick(props, _INPUT_KEYS)
-        if inputs.get("adopt_id"):
-            return _adopt(inputs, _LIFECYCLE)
-        ident = inputs.get("display_name") or inputs.get("model_resources_id")
-        client = api_client("creating", KIND, ident)
-        return create_transaction(
-            _LIFECYCLE,
-            client,
-            _to_request(inputs),
-            ident,
-            owner=inputs.get(OWNER_KEY),
-            wait_until=lambda created: _wait_running(client, created, inputs),
-            to_outputs=lambda running: _to_outputs(inputs, running),
-        )
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        client = api_client("reading", KIND, id_)
-        try:
-            # One list answers every read of a refresh; a GET only for what it does not show.
-            live = lookups.listed(client, KIND).get(id_) or get_or_none(
-                lambda i: retry_404(lambda: client.get_training_session(i), props=props), id_
-            )
-        except Exception as exc:
-            raise ProviderError("reading", KIND, id_, *explain(exc)) from exc
-        if live is None and (kept := kept_while_young(KIND, id_, props, _INPUT_KEYS)) is not None:
-            return kept
-        if live is None or live.status in SESSION_GONE:
-            state = "not found" if live is None else live.status.short
-            log(
-                f"{KIND} {id_} is {state}: dropping it from the state; the next `pulumi up` creates a new one"
-            )
-            return ReadResult("", {})
-        if props.get("model_resources_id") is None:  # `.get()`: nothing declared, describe what exists
-            inputs = _inputs_from_api(live)
-        else:
-            inputs = _with_live_mutables(pick(props, _INPUT_KEYS), live)
-        return ReadResult(id_, _to_outputs(inputs, live), inputs=inputs)
-
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        immutable = changed_keys(olds, news, _REPLACE_ON_CHANGES)
-        if immutable:
-            raise ProviderError(
-                "updating", KIND, id_, f"{', '.join(immutable)} cannot change in place", "Replace the session"
-            )
-        inputs = pick(news, _INPUT_KEYS)
-        patch = _patch(olds, news)
-        if not patch:  # only provider options changed: no API call
-            return UpdateResult({**inputs, **{k: v for k, v in olds.items() if k in _OUTPUT_KEYS}})
-        client = api_client("updating", KIND, id_)
-        try:
-            updated = client.update_training_session(id_, TrainingSessionUpdateRequest.model_validate(patch))
-        except Exception as exc:
-            raise ProviderError("updating", KIND, id_, *explain(exc)) from exc
-        return UpdateResult(_to_outputs(inputs, updated))
-
-    def delete(self, id_: str, props: dict[str, Any]) -> None:
-        client = api_client("deleting", KIND, id_)
-        stop_transaction(
-            _LIFECYCLE,
-            client,
-            id_,
-            props,
-            stop=lambda: client.stop_training_session(id_),
-            timeout=props.get("delete_timeout") or config.TRAINING_SESSION_DELETE_TIMEOUT,
-            describe=_describe(id_),
-            still_held="Its slot is still held: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
-        )
+    schema = TRAINING_SESSION
+    judge = staticmethod(training_session_checks.check)

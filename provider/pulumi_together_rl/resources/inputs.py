@@ -1,19 +1,21 @@
-"""Inputs: validation for ``check``, values unknown at preview, canonical forms for ``diff``, shape helpers.
+"""Inputs, for every face: validation for ``check``, values unknown at preview, canonical forms for ``diff``,
+shape helpers. No ``pulumi.dynamic`` here: a check's verdict is a list of :class:`Failure`, a diff's a
+:class:`Diff`, and each face turns them into its own types.
 
 * ``check`` helpers validate with the resource's pydantic "validated inputs" model, turn every pydantic error
-  into one ``CheckFailure`` per property path, and leave values that are unknown at preview untouched.
+  into one :class:`Failure` per property path, and leave values that are unknown at preview untouched.
 * ``diff`` helpers compare canonical forms of the real inputs only; they never make HTTP calls.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from http import HTTPStatus
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, NamedTuple, get_args
 
-from pulumi.dynamic import CheckFailure, DiffResult
 from pulumi.output import Unknown
 from pydantic import (
     AfterValidator,
@@ -26,7 +28,7 @@ from pydantic import (
 )
 
 from ..client import errors
-from ..waiting import UNPRINTABLE, printable
+from ..messages import UNPRINTABLE, printable
 
 PROVIDER_KEY = "__provider"
 OWNER_KEY = "owner"
@@ -34,6 +36,25 @@ OWNER_KEY = "owner"
 program, never by the user: the create journal's proof of whose an interrupted create was. Passed through
 ``check`` unvalidated and ignored by ``diff``."""
 UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN, without importing rpc
+
+
+class Failure(NamedTuple):
+    """One bad input: the property path and what is wrong with it (and what to do)."""
+
+    property: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Diff:
+    """What ``diff`` found: whether anything changed, and which changes replace (always delete-before-replace)."""
+
+    changes: bool
+    replaces: list[str]
+
+    @property
+    def delete_before_replace(self) -> bool | None:
+        return True if self.replaces else None
 
 
 # --------------------------------------------------------------------------------------- unknowns + shapes
@@ -100,7 +121,7 @@ def id_prefix(ident: str) -> str:
     return printable(ident[:8]) + ("…" if len(ident) > 8 else "")
 
 
-# 401/403/429 concern the key or the rate (``_base.remote_check`` skips the check), 408 the network.
+# 401/403/429 concern the key or the rate (``process.remote_check`` skips the check), 408 the network.
 _NOT_ABOUT_THE_INPUT = frozenset({401, 403, 408, 429})
 
 
@@ -115,7 +136,7 @@ def answers_the_input(exc: BaseException) -> bool:
     )
 
 
-def refused_at_check(field: str, request: str, exc: errors.ApiError, todo: str) -> CheckFailure:
+def refused_at_check(field: str, request: str, exc: errors.ApiError, todo: str) -> Failure:
     """The failure of ``field`` for an API answer about it that the check has no words of its own for (a 414,
     a 413, a 405 ...). ``request`` names the request with the id as a placeholder
     (``GET /v1/rl/model-resources/<adopt_id>``); the API's message is left out, since it may quote the id."""
@@ -123,7 +144,7 @@ def refused_at_check(field: str, request: str, exc: errors.ApiError, todo: str) 
         phrase = f" ({HTTPStatus(exc.status).phrase})"
     except ValueError:  # a status without a standard name
         phrase = ""
-    return CheckFailure(
+    return Failure(
         field,
         f"{field} could not be checked: the API answered HTTP {exc.status}{phrase} to {request}. {todo}",
     )
@@ -198,7 +219,7 @@ def validate_inputs(
     *,
     required: Iterable[str],
     hints: Mapping[str, str],
-) -> tuple[dict[str, Any], list[CheckFailure]]:
+) -> tuple[dict[str, Any], list[Failure]]:
     """Validate ``news`` with ``model``: (normalised inputs, one failure per bad property path).
 
     Values unknown at preview are left out of validation and put back unchanged; a required property that is
@@ -207,11 +228,11 @@ def validate_inputs(
     props = {k: v for k, v in news.items() if k not in (PROVIDER_KEY, OWNER_KEY) and v is not None}
     owner = news.get(OWNER_KEY)
     known, unknowns = _split_unknowns(props, ())
-    failures: list[CheckFailure] = []
+    failures: list[Failure] = []
     seen: set[str] = set()
     for name in required:
         if name not in props:
-            failures.append(CheckFailure(name, f"{name} is required. {hints.get(name, '')}".strip()))
+            failures.append(Failure(name, f"{name} is required. {hints.get(name, '')}".strip()))
             seen.add(name)
     try:
         validated = model.model_validate(known)
@@ -220,7 +241,7 @@ def validate_inputs(
             path = ".".join(str(part) for part in err["loc"])
             if path not in seen:
                 seen.add(path)
-                failures.append(CheckFailure(path, _reason(err, path, hints, model)))
+                failures.append(Failure(path, _reason(err, path, hints, model)))
         return props, failures
     if failures:
         return props, failures
@@ -325,16 +346,8 @@ def diff_inputs(
     *,
     replace_on_changes: tuple[str, ...],
     update_in_place: tuple[str, ...],
-) -> DiffResult:
-    """``DiffResult`` over the real inputs only: never ``__provider``, never outputs or server-filled values.
-
-    Replacement is always delete-before-replace (see each resource's module docstring for why).
-    """
+) -> Diff:
+    """The diff over the real inputs only: never ``__provider``, never outputs or server-filled values; an
+    input that becomes unknown at preview counts as a change (of its kind: replace or update)."""
     changed = changed_keys(olds, news, (*replace_on_changes, *update_in_place))
-    replaces = [k for k in changed if k in replace_on_changes]
-    return DiffResult(
-        changes=bool(changed),
-        replaces=replaces,
-        stables=[],
-        delete_before_replace=True if replaces else None,
-    )
+    return Diff(changes=bool(changed), replaces=[k for k in changed if k in replace_on_changes])

@@ -26,43 +26,21 @@ it.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import config
-from ..client.models import ModelResourceStatus, TrainingSessionStatus
+from ..client import errors
+from ..client.models import ModelResourceStatus
 from ..waiting import Watcher
-from ._lifecycle import get_or_none
+
+if TYPE_CHECKING:
+    from .schema import Schema
 
 FAST_TICK = 1.0
 """Seconds between ticks near an expected flip."""
 
 SECONDS_PER_PLACE = 2.0
 """Seconds between ticks per place ahead in a capacity queue."""
-
-LISTED = {
-    "model resource": (
-        ModelResourceStatus.PENDING,
-        ModelResourceStatus.CREATING,
-        ModelResourceStatus.READY,
-        ModelResourceStatus.STOPPING,
-    ),
-    "training session": (
-        TrainingSessionStatus.CREATING,
-        TrainingSessionStatus.RUNNING,
-        TrainingSessionStatus.STOPPING,
-    ),
-}
-"""The statuses a list of each kind asks for: every state a wait or a refresh can find an existing object in
-(an object that has ended leaves the list, and is asked for by GET)."""
-
-
-def list_live(client: Any, kind: str) -> dict[str, Any]:
-    """``{id: object}`` of the caller's objects of ``kind`` in :data:`LISTED` statuses (one list, every page)."""
-    if kind == "model resource":
-        found = client.iter_model_resources(status=LISTED[kind], created_by="me")
-    else:
-        found = client.iter_training_sessions(status=LISTED[kind], created_by="me")
-    return {o.id: o for o in found}
 
 
 class _Client:
@@ -87,7 +65,8 @@ def _fast() -> float:
     return min(FAST_TICK, config.current().poll_interval)
 
 
-def resource_pace(objects: list[Any]) -> float:
+def queue_pace(objects: list[Any]) -> float:
+    """Model resources: fast near a flip, slower the further back in the capacity queue the nearest one is."""
     fast, slow = _fast(), 3 * config.current().poll_interval
     paces = [fast]
     if objects:
@@ -101,34 +80,38 @@ def resource_pace(objects: list[Any]) -> float:
     return min(paces)
 
 
-def session_pace(objects: list[Any]) -> float:
+def fast_pace(objects: list[Any]) -> float:
+    """Training sessions: they start and stop in seconds."""
     return _fast()
 
 
-def watcher(client: Any, kind: str) -> Watcher:
-    """The process's watcher of ``kind`` (``"model resource"`` / ``"training session"``) for the API and key
-    ``client`` uses (:func:`identity`); it makes its requests through ``client`` from now on."""
-    key = (*identity(client), kind)
+def watcher(client: Any, schema: Schema) -> Watcher:
+    """The process's watcher of a kind for the API and key ``client`` uses (:func:`identity`); it makes its
+    requests through ``client`` from now on."""
+    key = (*identity(client), schema.name)
     with _lock:
         found = _watchers.get(key)
         if found is None:
             holder = _Client(client)
-            found = _watchers[key] = (_make(holder, kind), holder)
+            found = _watchers[key] = (_make(holder, schema), holder)
         found[1].client = client
         return found[0]
 
 
-def _make(holder: _Client, kind: str) -> Watcher:
+def _make(holder: _Client, schema: Schema) -> Watcher:
+    collection = schema.collection
+
     def get(ident: str) -> Any:
-        client = holder.client
-        call = client.get_model_resource if kind == "model resource" else client.get_training_session
-        return get_or_none(call, ident)
+        try:
+            return collection.get(holder.client, ident)
+        except errors.NotFound:
+            return None
 
     return Watcher(
-        kind,
-        list_all=lambda: list_live(holder.client, kind),
+        schema.name,
+        list_all=lambda: collection.listed_by_me(holder.client),
         get_one=get,
-        pace=resource_pace if kind == "model resource" else session_pace,
+        pace=schema.pace,
     )
 
 

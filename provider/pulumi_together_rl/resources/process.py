@@ -1,14 +1,12 @@
-"""Shared provider plumbing: the stateless provider base, the process's lazy client and its caches, the remote
-part of ``check``.
-
-Nothing in here holds per-resource logic; the resource modules read as "read the plan, call the client, wait,
-write the result" on top of it and of its siblings: :mod:`._errors` (:class:`ProviderError`, :func:`explain`,
-:func:`log`), :mod:`._inputs` (check and diff helpers) and :mod:`._lifecycle` (waiting, refused stops,
-abandoning a failed create).
+"""What one provider process holds, for every face: the lazy HTTP client per settings, the cached single-flight
+lookups behind ``check``, and the remote part of ``check``.
 
 * Providers hold no state: settings live in :mod:`pulumi_together_rl.config` (a process-level registry), the
-  HTTP client in a per-process cache here, so the pickled provider (``__provider`` in the state) is just a class
+  HTTP client in a per-process cache here, so a pickled provider (``__provider`` in the state) is just a class
   reference: no key, no client, the same bytes on every run.
+* Lookups (supported models, a referenced object, a cost estimate, one list of a kind's live objects) are
+  **single-flight**: N threads that ask for the same key at once make one request and all get its answer (or
+  its exception). A preview checks every resource of the stack concurrently; a refresh reads every object.
 * The remote part of ``check`` goes through :func:`remote_check` (a quick client: short timeouts, one retry; a
   failure warns and skips, and an unreachable host is remembered for a minute) and runs only for new or changed
   inputs (:func:`needs_remote_check`), so an unchanged ``pulumi up`` makes no HTTP call.
@@ -16,47 +14,26 @@ abandoning a failed create).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from pulumi.dynamic import ConfigureRequest, ResourceProvider
-
 from .. import config
 from ..client import errors
-from ..waiting import format_elapsed
-from . import _lookups, _watch
-from ._errors import ProviderError, _configuration_cause, base_url_todo, explain, log
-from ._inputs import PROVIDER_KEY, changed_keys
-from ._server import shorten_tracebacks, watch_the_engine, widen_the_pool
+from ..messages import UserError, _configuration_cause, base_url_todo, explain, format_elapsed, log
+from ..singleflight import SingleFlight
+from . import watch
+from .inputs import PROVIDER_KEY, changed_keys
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
+    from ..client.models import CostEstimate, ModelResource, SupportedModelList, TrainingSession
+    from .schema import Schema
 
 T = TypeVar("T")
-
-
-class BaseProvider(ResourceProvider):
-    """Stateless provider base: ``configure`` records the stack config in :mod:`config`, never on ``self``.
-
-    ``__getstate__`` returns an empty dict, so the dill blob is a bare class reference whatever happens to the
-    instance (deterministic: no spurious ``~__provider`` diffs).
-    """
-
-    def configure(self, req: ConfigureRequest) -> None:
-        config.configure(req.config)
-        shorten_tracebacks()  # in the provider server only: errors shown as their one sentence
-        widen_the_pool()  # in the provider server only: every create and delete runs at once
-        watch_the_engine()  # in the provider server only: a killed CLI ends the waits, entries kept
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        pass
-
 
 CHECK_MAX_ATTEMPTS = 2
 """Attempts per request of the remote part of ``check``: a preview must not hang on an unreachable API."""
@@ -79,11 +56,11 @@ def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False)
     """The process's client for the current settings (built lazily, shared by all threads).
 
     ``quick`` gives a client with one retry, a short read timeout and a short ``Retry-After`` cap, for the
-    optional remote checks. A client that cannot be built (a malformed base URL) is a :class:`ProviderError`.
+    optional remote checks. A client that cannot be built (a malformed base URL) is a :class:`UserError`.
     """
     settings = config.current()
     if not settings.api_key:
-        raise ProviderError(doing, kind, ident, "no Together API key is configured", config.MISSING_KEY_HINT)
+        raise UserError(doing, kind, ident, "no Together API key is configured", config.MISSING_KEY_HINT)
     cache_key = (settings.api_key, settings.base_url, quick)
     with _client_lock:
         client = _clients.get(cache_key)
@@ -100,7 +77,7 @@ def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False)
             try:
                 client = TogetherRL(api_key=settings.api_key, base_url=settings.base_url, **extra)
             except errors.ConfigurationError as exc:
-                raise ProviderError(
+                raise UserError(
                     doing, kind, ident, _configuration_cause(exc), base_url_todo(settings.base_url_from)
                 ) from exc
             _clients[cache_key] = client
@@ -116,8 +93,8 @@ def clear_caches() -> None:
             except Exception:
                 pass
         _clients.clear()
-    _lookups.clear()
-    _watch.clear()
+    clear_lookups()
+    watch.clear()
     with _failures_lock:
         _remote_failures.clear()
 
@@ -131,7 +108,7 @@ _CANNOT_ASK = (
 )
 """The failures after which the remote part of ``check`` is skipped (with a warning), and so is a 408 (the
 request did not reach the server in time). Any other answer (a 404, a 400, a 414 ...) is about the inputs, and
-each check turns it into a failure that names the field (:func:`._inputs.answers_the_input`)."""
+each check turns it into a failure that names the field (:func:`.inputs.answers_the_input`)."""
 
 _HOST_FAILURES = (errors.ApiConnectionError,)
 """The failures remembered for :data:`REMOTE_CHECK_BACKOFF`: no connection or no answer in time (a timeout is
@@ -147,7 +124,7 @@ def _host(base_url: str | None) -> str:
     """The host (and port) of ``base_url``: what a connection failure is about, whatever the key or path."""
     try:
         netloc = urlsplit(base_url or "").netloc
-    except ValueError:  # a malformed URL: the client refuses it anyway (a ProviderError below)
+    except ValueError:  # a malformed URL: the client refuses it anyway (a UserError below)
         return base_url or ""
     return netloc.rpartition("@")[2].lower()
 
@@ -176,7 +153,7 @@ def remote_check(kind: str, ident: str | None, call: Callable[[TogetherRL], T]) 
         return None
     try:
         return call(api_client("checking", kind, ident, quick=True))
-    except ProviderError as exc:  # no key, or a client that cannot be built
+    except UserError as exc:  # no key, or a client that cannot be built
         _warn_remote_check_skipped(kind, ident, exc.cause)
     except errors.TogetherError as exc:
         if not _cannot_ask(exc):
@@ -205,14 +182,62 @@ def needs_remote_check(olds: Mapping[str, Any], inputs: Mapping[str, Any], keys:
     return bool(changed_keys(olds, inputs, keys))
 
 
-def declaration_owner(resource_name: str) -> str:
-    """``org/project/stack/name``: which declaration a resource is, from the program that declares it (the
-    provider itself never learns the stack or the resource's name). The create journal records it, and only the
-    same declaration takes over what an interrupted create of it made."""
-    import pulumi
+SUPPORTED_MODELS_TTL = 600.0
+"""How long (seconds) one process trusts its copy of ``GET /v1/rl/supported-models``."""
 
-    try:
-        org = pulumi.get_organization()
-    except Exception:  # an SDK or engine that does not know organizations
-        org = ""
-    return f"{org or '-'}/{pulumi.get_project()}/{pulumi.get_stack()}/{resource_name}"
+ESTIMATE_TTL = 600.0
+"""How long (seconds) one process trusts a cost estimate for one create body."""
+
+OBJECT_TTL = 10.0
+"""How long (seconds) a looked-up resource or session serves other checks (its status can change)."""
+
+
+LIST_TTL = 2.0
+"""How long (seconds) one list of a kind's live objects answers refresh reads: a refresh reads every object
+of the stack at once, and N reads should cost one list, not N GETs."""
+
+_supported: SingleFlight[SupportedModelList] = SingleFlight(SUPPORTED_MODELS_TTL)
+_estimates: SingleFlight[CostEstimate] = SingleFlight(ESTIMATE_TTL)
+_resources: SingleFlight[ModelResource] = SingleFlight(OBJECT_TTL)
+_sessions: SingleFlight[TrainingSession] = SingleFlight(OBJECT_TTL)
+
+
+def supported_models(client: TogetherRL) -> SupportedModelList:
+    """``GET /v1/rl/supported-models``, cached per process for :data:`SUPPORTED_MODELS_TTL` seconds."""
+    return _supported.get(config.current().base_url, client.list_supported_models)
+
+
+def estimate_cost(client: TogetherRL, request: Any) -> CostEstimate:
+    """``POST /v1/rl/model-resources/estimate-cost`` for one create body, cached per body."""
+    key = (config.current().base_url, json.dumps(request.to_wire(), sort_keys=True))
+    return _estimates.get(key, lambda: client.estimate_model_resource_cost(request))
+
+
+def model_resource(client: TogetherRL, resource_id: str) -> ModelResource:
+    """``GET`` of a model resource a check refers to (an error, ``NotFound`` included, propagates uncached)."""
+    return _resources.get(
+        (config.current().base_url, resource_id), lambda: client.get_model_resource(resource_id)
+    )
+
+
+def training_session(client: TogetherRL, session_id: str) -> TrainingSession:
+    """``GET`` of a training session a check refers to (``adopt_id``)."""
+    return _sessions.get(
+        (config.current().base_url, session_id), lambda: client.get_training_session(session_id)
+    )
+
+
+_listed: SingleFlight[dict[str, Any]] = SingleFlight(LIST_TTL)
+
+
+def listed(client: TogetherRL, schema: Schema) -> dict[str, Any]:
+    """``{id: object}`` of the caller's existing objects of a kind (the watcher's own list), shared for
+    :data:`LIST_TTL` seconds. An id missing from it is not proof of anything (a list may lag, or the object is
+    another user's): the caller asks by GET."""
+    return _listed.get((*watch.identity(client), schema.name), lambda: schema.collection.listed_by_me(client))
+
+
+def clear_lookups() -> None:
+    """Forget cached API answers (a new refresh, or a test)."""
+    for cache in (_supported, _estimates, _resources, _sessions, _listed):
+        cache.clear()

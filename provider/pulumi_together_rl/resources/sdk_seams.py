@@ -1,5 +1,5 @@
-"""The one seam into the Pulumi SDK's dynamic-provider server: errors the user reads are one sentence, and every
-create and delete of a stack runs at once.
+"""The dynamic face's seams into the Pulumi SDK's dynamic-provider server: errors the user reads are one sentence,
+every create and delete of a stack runs at once, and a provider whose CLI was killed stops and exits.
 
 **Worker pool.** The server serves its RPCs from ``futures.ThreadPoolExecutor(max_workers=4)``, and a create
 holds its worker until READY / RUNNING: a stack of 2 resources + 16 sessions ran 4 operations at a time, and a
@@ -7,7 +7,7 @@ READY resource waited (billing, idle) for its sessions to get a worker. :func:`w
 executor's ``_max_workers`` to :data:`POOL_SIZE` from inside ``configure`` (which runs on one of its workers: the
 executor is the one whose threads include the current thread), so the next RPCs get threads of their own, and
 those already queued behind the 4 busy workers get theirs at once. The
-waits themselves are cheap (they block on the process's watcher, :mod:`._watch`), so 128 idle threads cost
+waits themselves are cheap (they block on the process's watcher, :mod:`.watch`), so 128 idle threads cost
 memory only. Version guard: only in the running server module, and only where the executor still has the
 private ``_max_workers``, ``_threads``, ``_work_queue`` and ``_adjust_thread_count`` of CPython 3.8-3.13; anywhere else it warns
 once and the server keeps its 4 workers. Upstream change that removes the need: let ``pulumi.dynamic``'s
@@ -17,9 +17,9 @@ server take its worker count from the environment (or serve with ``grpc.aio``).
 The server (``python -m pulumi.dynamic``, module ``pulumi.dynamic.__main__``) answers an exception from
 ``create``/``read``/``update``/``delete``/``diff``/``check`` with ``context.abort(UNKNOWN,
 traceback.format_exc())``, so the CLI prints 13 to 26 lines of Python traceback around the one useful line.
-A :class:`~._errors.ProviderError` already is that line (``<doing> <kind> (<id>): <cause>. <what to do>``),
+A :class:`~..messages.UserError` already is that line (``<doing> <kind> (<id>): <cause>. <what to do>``),
 so the server's ``traceback`` global is swapped for a stand-in whose ``format_exc`` returns just the message
-of a ProviderError; every other exception, and a ProviderError whose cause is a bug (:func:`._errors.is_bug`),
+of a UserError; every other exception, and a UserError whose cause is a bug (:func:`..messages.is_bug`),
 keeps its full traceback (the traceback is what a report needs), and so does everything where
 ``TOGETHER_RL_DEBUG=1``.
 
@@ -38,14 +38,14 @@ import traceback
 from types import ModuleType
 from typing import Any
 
-from ._errors import ProviderError, is_bug
+from ..messages import UserError, is_bug, log
 
 _SERVER_MODULE = "pulumi.dynamic.__main__"
 _lock = threading.Lock()
 
 
 class _ShortTracebacks:
-    """The ``traceback`` module, except ``format_exc`` of a ProviderError: its message alone."""
+    """The ``traceback`` module, except ``format_exc`` of a UserError: its message alone."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(traceback, name)
@@ -53,8 +53,8 @@ class _ShortTracebacks:
     def format_exc(self, *args: Any, **kwargs: Any) -> str:
         exc = sys.exc_info()[1]
         debug = os.environ.get("TOGETHER_RL_DEBUG") == "1"
-        # A ProviderError that wraps a bug keeps the bug's traceback: that is what a report needs.
-        if isinstance(exc, ProviderError) and not debug and not is_bug(exc.__cause__):
+        # A UserError that wraps a bug keeps the bug's traceback: that is what a report needs.
+        if isinstance(exc, UserError) and not debug and not is_bug(exc.__cause__):
             return str(exc)
         return traceback.format_exc(*args, **kwargs)
 
@@ -95,8 +95,6 @@ def widen_the_pool(size: int = POOL_SIZE) -> bool:
         ]
         needed = ("_max_workers", "_adjust_thread_count", "_work_queue")
         if len(pools) != 1 or not all(hasattr(pools[0], a) for a in needed):
-            from ._errors import log
-
             log("warning: pulumi_together_rl could not widen the dynamic-provider server's 4 workers (another "
                 "pulumi SDK or Python version): at most 4 creates and deletes run at once")  # fmt: skip
             _widened = True  # warn once
@@ -112,7 +110,7 @@ def widen_the_pool(size: int = POOL_SIZE) -> bool:
 
 
 def shorten_tracebacks() -> bool:
-    """Install the stand-in once; whether the server now reports ProviderErrors as one sentence."""
+    """Install the stand-in once; whether the server now reports UserErrors as one sentence."""
     main = server_module()
     if main is None or not hasattr(main, "_abort_with_traceback"):
         return False
@@ -134,3 +132,10 @@ def watch_the_engine() -> bool:
     from .. import lifeline
 
     return lifeline.watch()
+
+
+def install() -> None:
+    """Every seam, in the provider server only (anywhere else each does nothing): called from ``configure``."""
+    shorten_tracebacks()  # errors shown as their one sentence
+    widen_the_pool()  # every create and delete runs at once
+    watch_the_engine()  # a killed CLI ends the waits, entries kept

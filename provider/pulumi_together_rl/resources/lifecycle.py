@@ -1,0 +1,531 @@
+"""The lifecycle every kind and every face goes through, written once over a :class:`~.schema.Schema`:
+:func:`diff`, :func:`create` (with its adopt), :func:`read`, :func:`update`, :func:`delete`. No
+``pulumi.dynamic`` here: the verbs take and return plain dicts, :class:`Made` and :class:`Found`, and raise
+:class:`~..messages.UserError`.
+
+**The ownership rule** (:mod:`..journal`): an existing object is taken over only with proof that this
+declaration made it: an id the journal recorded from this declaration's own POST, or a match that is unique under
+strict conditions (absent from that create's snapshot, made inside its POST's window, equal to the request with
+the server's defaults, claimed by no other entry or create in flight). Ambiguous: nothing is taken, nothing is
+POSTed, and the error says what was found. A failed create stops only the object its own POST (or take-over)
+produced, and never once the engine is gone (:mod:`..lifeline`): then its entry keeps the id for the next run.
+
+* **create**: journal the intent, take over what an interrupted create of the same declaration made, or POST
+  (through the client's reconciliation), record the id, wait for the target with progress on stderr, write the
+  outputs; on any failure after the POST stop the object (:mod:`..stopping`) and raise naming it. ``adopt_id``
+  instead takes over a named object: it must be adoptable and match what is declared, and a failed adopt never
+  stops it.
+* **read**: one list of the kind answers every read of a refresh, a GET only for what it does not show; a 404 or
+  an ended object is gone (the next ``up`` recreates it), except a 404 for an object made under a minute ago
+  (read-after-write lag), which stays.
+* **update**: nothing that replaces; the kind's PATCH when it has one, else no call at all.
+* **delete**: stop (through an outage; a refusal judged by the object's state; the kind explains a refusal it
+  knows), then wait until it holds nothing, sending the stop again if it did not take.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any, NoReturn
+
+from .. import journal, lifeline, stopping
+from ..client import errors
+from ..client.reconcile import AmbiguousCreate, Attribution
+from ..messages import UserError, explain, format_elapsed, log
+from ..waiting import NOTHING, NoAnswerYet, wait_for
+from . import process, watch
+from .inputs import OWNER_KEY, Diff, changed_keys, diff_inputs, pick
+from .schema import Schema
+
+NOT_FOUND_GRACE = 60.0
+"""Seconds after a create during which a 404 for the new object means "not visible yet" (read-after-write lag
+of the API), not "gone": the create wait keeps polling that long (or until ``create_timeout``)."""
+
+STOP_PERSIST_WINDOW = 120.0
+"""Seconds a stop after a failed create keeps trying through 429s, 5xx and connection failures (the failure
+it cleans up after is often the same outage): long enough for a typical blip, bounded so a dead API still
+ends the command with the id to stop by hand."""
+
+READ_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+"""Pauses (seconds) between the GETs of a young object that answers 404 on refresh."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Made:
+    """What a create gives the engine: the id and the state."""
+
+    id: str
+    outputs: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """What a read gives the engine: the id, the state and the inputs to record."""
+
+    id: str
+    outputs: dict[str, Any]
+    inputs: dict[str, Any]
+
+
+# ------------------------------------------------------------------------------------------------ diff
+
+
+def diff(schema: Schema, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Diff:
+    """Over the declared inputs only, from the kind's tables; no HTTP."""
+    return diff_inputs(
+        olds, news, replace_on_changes=schema.replace_on_changes, update_in_place=schema.update_in_place
+    )
+
+
+# ---------------------------------------------------------------------------------------------- create
+
+
+def create(schema: Schema, props: Mapping[str, Any]) -> Made:
+    """Create (or adopt) what ``props`` (the checked inputs) declare; see the module docstring."""
+    inputs = pick(props, schema.input_keys)
+    if inputs.get("adopt_id"):
+        return _adopt(schema, inputs)
+    subject = schema.subject(inputs)
+    client = process.api_client("creating", schema.name, subject)
+    request = schema.to_request(inputs)
+    try:
+        entry = journal.begin(schema.name, client.base_url, request.to_wire(), inputs.get(OWNER_KEY))
+    except journal.Unwritable as exc:
+        raise UserError("creating", schema.name, subject, exc.cause, exc.todo) from None
+    try:
+        created = _take_over(schema, client, request, entry, subject) or _post(
+            schema, client, request, entry, subject
+        )
+        try:
+            # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
+            if entry.id != created.id:
+                entry.record(created.id)
+                log(
+                    f"{schema.name} {created.id}: created ({created.status.short}); waiting for {schema.target.short}"
+                )
+            outputs = schema.to_outputs(inputs, _wait_target(schema, client, created, inputs))
+        except BaseException as exc:
+            if lifeline.gone():
+                entry.leave(lifeline.GONE_NOTE)  # nobody will get an answer: the next run takes it over
+                raise
+            _abandon(schema, client, created.id, exc, entry)
+        if lifeline.gone():
+            entry.leave(lifeline.GONE_NOTE)
+        else:
+            entry.done()
+        return Made(created.id, outputs)
+    finally:
+        if entry.state == "intent":
+            entry.discard()  # nothing was sent: nothing can be billing
+        entry.release()  # whatever is left of it stays on disk for the next run
+
+
+def _post(schema: Schema, client: Any, request: Any, entry: journal.Entry, subject: str | None) -> Any:
+    """POST the create through the client's reconciliation, the entry recording its snapshot and sends."""
+    try:
+        return schema.collection.create(client, request, entry)
+    except Exception as exc:
+        maybe = bool(getattr(exc, "maybe_created", False))
+        if not maybe:
+            entry.discard()  # refused, or nothing sent: nothing can be billing
+        cause, todo = explain(exc, "creating")
+        if maybe:
+            todo = (
+                "Run `pulumi up` again on this machine: the create journal takes it over if it shows up and "
+                "can be told apart from others, and makes a new one only if nothing was made; elsewhere, "
+                + todo[0].lower()
+                + todo[1:]
+            )
+        raise UserError("creating", schema.name, subject, cause, todo) from exc
+
+
+def _take_over(schema: Schema, client: Any, request: Any, entry: journal.Entry, subject: str | None) -> Any:
+    """The active object an interrupted create of the same declaration made, if any (its entry is then
+    recorded in ``entry``), else None. Raises when it cannot tell (the API failed, or several objects match)."""
+    for old in journal.left_by_interrupted(entry):
+        if not old.claim():
+            continue  # a run still holds it (or another thread of this one took it first)
+        when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
+        try:
+            found = _interrupted_object(schema, client, request, old)
+        except AmbiguousCreate as exc:
+            old.release()
+            raise UserError(
+                "creating",
+                schema.name,
+                subject,
+                f"an interrupted `pulumi up` of this declaration ({when}) asked for it and never got the answer, "
+                f"and {exc}{_priced(schema, client, request)}",
+                f"If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, remove "
+                f"the journal entry {old.path} and run `pulumi up` to create a new one",
+            ) from exc
+        except Exception as exc:
+            # Could not look: creating now might make a second one. Leave the entry for the next run and stop.
+            old.release()
+            cause, _ = explain(exc)
+            raise UserError(
+                "creating",
+                schema.name,
+                old.id or subject,
+                f"an interrupted `pulumi up` ({when}) may have made this {schema.name}, and looking for it "
+                f"failed ({cause})",
+                "Run `pulumi up` again once the API answers: it takes the object over if it exists",
+            ) from exc
+        if found is not None and found.status not in schema.collection.ended:
+            entry.record(found.id)  # the proof carries over to this create's entry before the old one goes
+            old.discard()
+            how = "created it" if old.id else "asked for it and never got the answer"
+            log(
+                f"{schema.name} {found.id}: taking it over: an interrupted `pulumi up` of this declaration {how} "
+                f"at {when} and no state recorded it ({found.status.short}); waiting for {schema.target.short}"
+            )
+            if old.note == lifeline.GONE_NOTE:
+                log(SIGKILL_ADVICE)
+            return found
+        if old.id:
+            state = "not found" if found is None else found.status.short
+            log(f"{schema.name} {old.id}: an interrupted create made it at {when}; it is {state} now")
+            old.discard()  # proven gone (or another declaration's now): nothing of it is left billing
+        elif old.sends:
+            # Nothing it could have made shows up (or the API's clock hides it): kept, so that the orphan
+            # finder can still label what it made; its window is in the past, so it never matches again.
+            old.leave(
+                f"looked for at {journal.now_iso()} by a later create: nothing it could have made was found"
+            )
+        else:
+            old.discard()  # killed before its POST: it sent nothing
+    return None
+
+
+SIGKILL_ADVICE = (
+    "note: the `pulumi` command of that run was killed before it got the answer, so it may have left the stack "
+    "locked and a pending create in its state: if `pulumi up` said the stack is locked, `pulumi cancel` clears "
+    "the lock; once this update is done, `pulumi refresh --clear-pending-creates` clears the pending create"
+)
+
+
+def _interrupted_object(schema: Schema, client: Any, request: Any, old: journal.Entry) -> Any:
+    """What an interrupted create made: by id when it got that far, else by a strict unique match inside that
+    create's snapshot and POST window (None: it sent nothing, or nothing it made is active)."""
+    if old.id:
+        found = get_or_none(schema, client, old.id)
+        # Claimed for this create (a match is claimed by the lookup): two declarations never get one object.
+        return found if found is None or client.claim(found.id) else None
+    window = old.window()
+    if old.snapshot is None or window is None:
+        return None  # killed before its POST: nothing was sent
+    attribution = Attribution(frozenset(old.snapshot), window, claimed=old.claimed, rivals=old.rivals)
+    return schema.collection.find(client, request, attribution)
+
+
+def _priced(schema: Schema, client: Any, request: Any) -> str:
+    try:
+        price = schema.price(client, request)
+    except Exception:  # a price is a courtesy: the report goes out without it
+        return ""
+    return f"; each costs about {price}" if price else ""
+
+
+def _abandon(schema: Schema, client: Any, ident: str, exc: BaseException, entry: journal.Entry) -> NoReturn:
+    """After a failed create: stop what was made, then raise the error naming the id (``KeyboardInterrupt`` and
+    ``SystemExit`` are re-raised as they are, after the stop). A stop that failed leaves the entry, and the
+    object unclaimed, for the next create of the declaration (which may run in this process)."""
+    sentence, stopped = _stop_after_failed_create(schema, client, ident)
+    if stopped:
+        entry.discard()
+    else:
+        client.unclaim(ident)
+    if not isinstance(exc, Exception):
+        raise exc
+    cause, todo = explain(exc, "creating")
+    raise UserError("creating", schema.name, ident, cause, f"{sentence}. {todo}") from exc
+
+
+def _stop_after_failed_create(schema: Schema, client: Any, ident: str) -> tuple[str, bool]:
+    """Stop the object a failed create made (a 404 tried again: it was just made); the sentence saying how that
+    went, and whether it is stopped. An accepted stop is checked (:func:`..stopping.took`)."""
+    name, path = schema.name, schema.path
+    by_hand = f"check it with GET {path}/{ident} and stop it if it is there (POST {path}/{ident}/stop)"
+    try:
+        outcome = stopping.stop(
+            schema.collection,
+            client,
+            ident,
+            window=STOP_PERSIST_WINDOW,
+            limit=f"a stop after a failed create tries for {format_elapsed(STOP_PERSIST_WINDOW)}",
+            young=True,
+            what=f"{name} {ident}: stopping it after the failed create",
+        )
+    except Exception as stop_exc:
+        cause, _ = explain(stop_exc)
+        log(f"{name} {ident}: create failed and stopping it failed: {cause}")
+        return f"Stopping it failed too ({cause}); {by_hand}", False
+    if outcome.outcome == stopping.NOT_FOUND_YET:
+        tried = f"{outcome.tries} times over {format_elapsed(outcome.seconds)}"
+        log(f"{name} {ident}: create failed; stopping it answered 404 (not found) {tried}")
+        return (
+            f"It may still exist: stopping it answered 404 (not found) {tried}, which can be the API's "
+            f"read-after-write lag; {by_hand}"
+        ), False
+    if outcome.outcome == stopping.ENDED:
+        state = outcome.last.status.short if outcome.last is not None else "gone"
+        log(f"{name} {ident}: create failed; it is already {state}")
+        return f"It is already {state}: {schema.stopped_note}", True
+    if outcome.outcome == stopping.REFUSED:
+        cause, _ = explain(outcome.error)
+        log(f"{name} {ident}: create failed and stopping it failed: {cause}")
+        return f"Stopping it failed too ({cause}); {by_hand}", False
+    if not stopping.took(schema.collection, client, ident):
+        log(f"{name} {ident}: create failed; stopping it was accepted, but it is still running")
+        return (
+            f"Stopping it was accepted {1 + len(stopping.STOP_CHECK_DELAYS)} times but did not take: it may "
+            f"still be running; {by_hand}"
+        ), False
+    log(f"{name} {ident}: create failed; stopped it")
+    return f"It has been stopped: {schema.stopped_note}", True
+
+
+def _adopt(schema: Schema, inputs: dict[str, Any]) -> Made:
+    """Take over the object ``adopt_id`` names: it must be adoptable and match the declared inputs; its
+    in-place inputs are PATCHed to the declared ones; then wait for the target. Never stopped on failure: it
+    existed before this program."""
+    ident = inputs["adopt_id"]
+    name = schema.name
+    client = process.api_client("adopting", name, ident)
+    try:
+        live = get_or_none(schema, client, ident)
+        if live is None:
+            raise UserError("adopting", name, ident, "it does not exist", f"Check adopt_id (GET {schema.path}), or remove it to create a new one")  # fmt: skip
+        if live.status not in schema.adoptable:
+            allowed = " or ".join(sorted(s.short for s in schema.adoptable))
+            raise UserError("adopting", name, ident, f"it is {live.status.short}", f"Only a {name} that is "
+                            f"{allowed} can be adopted: remove adopt_id to create a new one")  # fmt: skip
+        mismatched = schema.differences(inputs, live)
+        if mismatched:
+            raise UserError("adopting", name, ident, f"its settings differ from the declared inputs: "
+                            f"{'; '.join(mismatched)}", "Declare the inputs it was created with, or remove "
+                            "adopt_id to create a new one")  # fmt: skip
+        body = schema.patch(schema.inputs_from_api(live), inputs)
+        if body:
+            live = schema.collection.patch(client, ident, body)
+        ready = _wait_target(schema, client, live, inputs)
+    except UserError:
+        raise
+    except Exception as exc:
+        raise UserError("adopting", name, ident, *explain(exc, "adopting")) from exc
+    _settle_adopted(schema, client, inputs, ident)
+    return Made(ident, schema.to_outputs(inputs, ready))
+
+
+def _settle_adopted(schema: Schema, client: Any, inputs: Mapping[str, Any], ident: str) -> None:
+    """``adopt_id`` named this declaration's object: the user's choice resolves the interrupted creates of the
+    declaration that got no answer (an ambiguity it was told to settle this way). Their windows must never hand a
+    look-alike to a later create of the declaration once the adopted object is gone. Entries with an id stay:
+    that id is proven this declaration's, and a later create takes it over if it is still there."""
+    body = schema.to_request(inputs).to_wire()
+    for old in journal.interrupted(schema.name, client.base_url, body, inputs.get(OWNER_KEY)):
+        if not old.id and old.claim():
+            old.discard()
+            log(
+                f"{schema.name} {ident}: adopted; dropped the journal entry of the interrupted create of this "
+                f"declaration at {old.started.strftime('%Y-%m-%d %H:%M:%S UTC')} (it got no answer)"
+            )
+
+
+def _wait_target(schema: Schema, client: Any, first: Any, inputs: Mapping[str, Any]) -> Any:
+    """Wait for the kind's target status, from ``first`` (the create's answer, or the adopted object as read)."""
+    return wait(
+        client,
+        schema,
+        first.id,
+        first=first,
+        done=lambda obj: obj is not None and obj.status == schema.target,
+        failed=lambda obj: obj is None or obj.status in schema.failed,
+        timeout=inputs.get("create_timeout") or schema.create_timeout,
+        not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
+        limit="create_timeout",
+    )
+
+
+# ------------------------------------------------------------------------------------------------ read
+
+
+def read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
+    """The object as it is now (None: gone, so the next ``up`` recreates it); see the module docstring."""
+    client = process.api_client("reading", schema.name, ident)
+    try:
+        # One list answers every read of a refresh; a GET only for what it does not show.
+        live = process.listed(client, schema).get(ident) or _get_young(schema, client, ident, props)
+    except Exception as exc:
+        raise UserError("reading", schema.name, ident, *explain(exc)) from exc
+    keys = schema.input_keys
+    if live is None and young(props):
+        log(
+            f"{schema.name} {ident}: the API answers 404 for it, but it was created "
+            f"{format_elapsed(age_of(props) or 0)} ago: keeping it in the state (read-after-write lag); refresh "
+            "again in a minute"
+        )
+        return Found(ident, dict(props), {k: props[k] for k in keys if k in props})
+    if live is None or live.status in schema.collection.ended:
+        state = "not found" if live is None else live.status.short
+        log(
+            f"{schema.name} {ident} is {state}: dropping it from the state; the next `pulumi up` creates a new one"
+        )
+        return None
+    if props.get(schema.required) is None:  # `.get()`: nothing declared, describe what exists
+        inputs = schema.inputs_from_api(live)
+    else:
+        inputs = schema.read_inputs(pick(props, keys), live)
+    return Found(ident, schema.to_outputs(inputs, live), inputs)
+
+
+def _get_young(schema: Schema, client: Any, ident: str, props: Mapping[str, Any]) -> Any:
+    """GET; a 404 for a young object is tried again over a few seconds before it is believed."""
+    delays = list(READ_RETRY_DELAYS) if young(props) else []
+    while True:
+        found = get_or_none(schema, client, ident)
+        if found is not None or not delays:
+            return found
+        time.sleep(delays.pop(0))
+
+
+# ---------------------------------------------------------------------------------------------- update
+
+
+def update(schema: Schema, ident: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> dict[str, Any]:
+    """The new state: the kind's PATCH of what changed in place, or (provider options only) no call at all."""
+    immutable = changed_keys(olds, news, schema.replace_on_changes)
+    if immutable:
+        raise UserError("updating", schema.name, ident, f"{', '.join(immutable)} cannot change in place", f"Replace the {schema.name}")  # fmt: skip
+    inputs = pick(news, schema.input_keys)
+    body = schema.patch(olds, news)
+    if not body:
+        return {**inputs, **{k: v for k, v in olds.items() if k in schema.output_keys}}
+    client = process.api_client("updating", schema.name, ident)
+    try:
+        updated = schema.collection.patch(client, ident, body)
+    except Exception as exc:
+        raise UserError("updating", schema.name, ident, *explain(exc)) from exc
+    return schema.to_outputs(inputs, updated)
+
+
+# ---------------------------------------------------------------------------------------------- delete
+
+
+def delete(schema: Schema, ident: str, props: Mapping[str, Any]) -> None:
+    """Stop and wait until the object holds nothing; 404 or already ended = done; see the module docstring."""
+    name, collection = schema.name, schema.collection
+    force = schema.force(props)
+    client = process.api_client("deleting", name, ident)
+    finish = schema.after_delete(client, ident, force)
+    timeout = float(props.get("delete_timeout") or schema.delete_timeout)
+    try:
+        outcome = stopping.stop(
+            collection,
+            client,
+            ident,
+            window=timeout,
+            limit=f"delete_timeout {format_elapsed(timeout)}",
+            force=force,
+            young=young(props),
+        )
+    except Exception as exc:
+        raise UserError("deleting", name, ident, *explain(exc, "deleting")) from exc
+    if outcome.outcome == stopping.NOT_FOUND_YET:
+        # It may exist and bill; calling it gone would let delete-before-replace make the replacement beside it.
+        raise UserError("deleting", name, ident, f"stopping it answered 404 (not found) for several seconds, but "
+                        f"it was created {format_elapsed(age_of(props) or 0)} ago, so it may still exist "
+                        "(read-after-write lag)", "Run the command again in a minute")  # fmt: skip
+    if outcome.outcome == stopping.ENDED:
+        if outcome.error is None:
+            log(f"{name} {ident}: already gone")
+        else:
+            state = "not found" if outcome.last is None else outcome.last.status.short
+            log(f"{name} {ident}: the API refused the stop (HTTP {outcome.error.status}) because it is already {state}: done")  # fmt: skip
+        return
+    if outcome.outcome == stopping.REFUSED:
+        assert outcome.error is not None
+        schema.refused(client, ident, outcome.error, force)  # raises where the kind knows why
+        raise UserError("deleting", name, ident, *explain(outcome.error, "deleting")) from outcome.error
+    if outcome.error is not None:
+        log(f"{name} {ident}: the API refused the stop (HTTP {outcome.error.status}): it is {outcome.last.status.short} already")  # fmt: skip
+    try:
+        wait(
+            client,
+            schema,
+            ident,
+            first=outcome.last if getattr(outcome.last, "id", None) == ident else NOTHING,
+            wrap=stopping.restopping(collection, client, ident, force=force),
+            done=lambda obj: obj is None or obj.status in collection.ended,
+            failed=lambda obj: False,
+            timeout=timeout,
+            limit="delete_timeout",
+        )
+    except Exception as exc:
+        raise UserError("deleting", name, ident, explain(exc, "deleting")[0], schema.still_held) from exc
+    finish()
+
+
+# ----------------------------------------------------------------------------------------------- parts
+
+
+def wait(
+    client: Any,
+    schema: Schema,
+    ident: str,
+    *,
+    done: Callable[[Any], bool],
+    failed: Callable[[Any], bool],
+    timeout: float,
+    limit: str,
+    not_found_grace: float = 0.0,
+    first: Any = NOTHING,
+    wrap: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None,
+) -> Any:
+    """:func:`..waiting.wait_for` on the process's watcher of the kind (:mod:`.watch`): one list per tick serves
+    every wait of the kind. ``first`` is an observation in hand (a create's own answer): the first check uses
+    it, with no request. ``wrap`` decorates the fetch (a delete's re-stop). 429, 5xx and connection failures of
+    a tick are no news (the wait lasts its whole timeout through an API outage); ``limit`` names the setting
+    of ``timeout`` for the lines that say until when it keeps trying."""
+    with watch.watcher(client, schema).watch(ident, first).until(time.monotonic() + float(timeout)) as sub:
+        return wait_for(
+            wrap(sub.fetch) if wrap else sub.fetch,
+            done=done,
+            failed=failed,
+            describe=schema.describe(ident),
+            timeout=float(timeout),
+            not_found_grace=not_found_grace,
+            transient=lambda exc: errors.is_transient(exc) or isinstance(exc, NoAnswerYet),
+            sleep=lambda seconds: None,  # the watcher paces: fetch blocks until its next tick
+            limit=limit,
+        )
+
+
+def get_or_none(schema: Schema, client: Any, ident: str) -> Any:
+    """GET, with 404 as ``None`` (not-found is a state)."""
+    try:
+        return schema.collection.get(client, ident)
+    except errors.NotFound:
+        return None
+
+
+def age_of(props: Mapping[str, Any]) -> float | None:
+    """Seconds since the object in the state was created (its ``created_at`` output), None if unknown."""
+    created = props.get("created_at")
+    if not isinstance(created, str) or not created:
+        return None
+    try:
+        moment = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - moment).total_seconds()
+
+
+def young(props: Mapping[str, Any]) -> bool:
+    """Whether a 404 for this object may still be the API's read-after-write lag (made under a minute ago)."""
+    age = age_of(props)
+    return age is not None and age < NOT_FOUND_GRACE

@@ -1,0 +1,204 @@
+"""A model resource as data: :data:`MODEL_RESOURCE`, its key tables and conversions (read with the contract in
+:mod:`.model_resource`'s docstring).
+
+Inputs are echoed in the state under their own names exactly as declared (after ``check``), so ``diff`` compares
+like with like; what the API reports goes to distinct ``effective_*`` outputs, so a server default (``gpu_type``,
+``optimizer_config``) or a pinned ``base_weights_ref`` (``together://ml_x@rv_1``) is never a perpetual diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import config
+from ..client import errors
+from ..client.collections import MODEL_RESOURCES
+from ..client.matching import resource_differences
+from ..client.models import (
+    LIVE_RESOURCE_STATUSES,
+    LIVE_SESSION_STATUSES,
+    RESOURCE_GONE,
+    SESSION_HOLDS_SLOT,
+    ModelResourceCreateRequest,
+    ModelResourceStatus,
+)
+from ..messages import UserError, log
+from . import process, watch
+from .inputs import contains_unknown, drop_none, iso, pick, short_id
+from .schema import Schema
+
+REPLACE_ON_CHANGES = (
+    "base_model",
+    "base_weights_ref",
+    "compute_config",
+    "lora_enabled",
+    "optimizer_config",
+    "inactive_timeout",
+)
+"""Every API input: there is no update endpoint."""
+UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id", "max_price_per_hour")
+"""Provider options: they never replace and never call the API when changed."""
+ESTIMATE_KEYS = ("price_per_hour", "currency")
+"""Added by check (estimate-cost); diff never looks at them."""
+SESSION_FACTS = ("base_model", "compute_config", "lora_enabled")
+"""What a session given ``model_resource=`` validates against at preview (the declared inputs)."""
+OUTPUT_KEYS = (
+    "status",
+    "queue_position",
+    "error",
+    "created_at",
+    "updated_at",
+    "created_by",
+    "expires_at",
+    "effective_compute_config",
+    "effective_optimizer_config",
+    "effective_lora_enabled",
+    "effective_inactive_timeout",
+    "effective_base_weights_ref",
+)
+
+
+def to_request(inputs: Mapping[str, Any]) -> ModelResourceCreateRequest:
+    return ModelResourceCreateRequest.model_validate(pick(inputs, REPLACE_ON_CHANGES))
+
+
+def to_outputs(inputs: Mapping[str, Any], mr: Any) -> dict[str, Any]:
+    """The state: declared inputs under their own names, then what the API reports."""
+    return drop_none(
+        {
+            **pick(inputs, MODEL_RESOURCE.input_keys),
+            "status": mr.status.short,
+            "queue_position": mr.status_details.queue_position if mr.status_details else None,
+            "error": {"code": mr.error.code, "message": mr.error.message} if mr.error else None,
+            "created_at": iso(mr.created_at),
+            "updated_at": iso(mr.updated_at),
+            "created_by": mr.created_by,
+            "expires_at": iso(mr.expires_at),
+            "effective_compute_config": mr.compute_config.to_wire(),
+            "effective_optimizer_config": mr.optimizer_config.to_wire(),
+            "effective_lora_enabled": mr.lora_enabled,
+            "effective_inactive_timeout": mr.inactive_timeout,
+            "effective_base_weights_ref": mr.base_weights_ref,
+        }
+    )
+
+
+def inputs_from_api(mr: Any) -> dict[str, Any]:
+    """Inputs that describe an existing resource (for ``.get()``, where nothing was declared)."""
+    return drop_none(
+        {
+            "base_model": mr.base_model,
+            "base_weights_ref": mr.base_weights_ref,
+            "compute_config": mr.compute_config.to_wire(),
+            "lora_enabled": mr.lora_enabled,
+            "optimizer_config": mr.optimizer_config.to_wire() or None,
+            "inactive_timeout": mr.inactive_timeout,
+        }
+    )
+
+
+def differences(inputs: Mapping[str, Any], mr: Any) -> list[str]:
+    """Where ``mr`` differs from the declared inputs (``adopt_id``: only what is declared is held against it;
+    the one rule is :func:`~..client.matching.resource_differences`)."""
+    known = {k: v for k, v in pick(inputs, REPLACE_ON_CHANGES).items() if not contains_unknown(v)}
+    return [str(d) for d in resource_differences(ModelResourceCreateRequest.model_validate(known), mr)]
+
+
+def describe(ident: str) -> Callable[[Any], str]:
+    def line(mr: Any) -> str:
+        if mr is None:
+            return f"model resource {short_id(ident)}: not found"
+        queue = mr.status_details.queue_position if mr.status_details else None
+        where = f", queue position {queue}" if mr.status == ModelResourceStatus.PENDING and queue else ""
+        return f"model resource {short_id(ident)}: {mr.status.short}{where}"
+
+    return line
+
+
+def price_text(estimate: Mapping[str, Any]) -> str:
+    """``11.00 USD/h`` of an estimate (``price_per_hour``, ``currency``)."""
+    return f"{estimate['price_per_hour']:.2f} {estimate.get('currency') or 'USD'}/h"
+
+
+def price(client: Any, request: ModelResourceCreateRequest) -> str:
+    return price_text(process.estimate_cost(client, request).model_dump())
+
+
+ATTACHED_TODO = (
+    "Stop those sessions first: `python -m pulumi_together_rl orphans --state <pulumi stack export file> "
+    "--stop` stops every session no given stack holds (or POST /v1/rl/training-sessions/<id>/stop each), and "
+    "if one belongs to another stack, destroy it there; or use force_stop. Pulumi deletes a resource with the "
+    "inputs it was last deployed with, so force_stop=True must be deployed on its own first: set it, undo any "
+    "other change to this ModelResource for now, and run `pulumi up` (or `pulumi up --target <URN of this "
+    "ModelResource>`; `pulumi stack --show-urns` lists URNs); then apply your change, or run `pulumi destroy`, "
+    "again"
+)
+
+
+def sessions_on(client: Any, ident: str, statuses: Any) -> list[str] | None:
+    """Ids of the resource's sessions in ``statuses``; None when listing them fails."""
+    try:
+        wanted = sorted(s.value for s in statuses)
+        return [s.id for s in client.iter_training_sessions(model_resources_id=ident, status=wanted)]
+    except errors.TogetherError:
+        return None
+
+
+def refused(client: Any, ident: str, refusal: Exception, force: bool) -> None:
+    """A refused stop: which refusal it is, we learn from the sessions list, never the message. The engine
+    deletes a stack's sessions before their resource, so sessions still attached are not this stack's."""
+    attached = [] if force else sessions_on(client, ident, SESSION_HOLDS_SLOT) or []
+    if attached:
+        raise UserError("deleting", "model resource", ident, "the API refused to stop it because training "
+                        f"sessions that this stack does not manage are attached: {', '.join(attached)} (made "
+                        "outside Pulumi, by another stack, or left by an interrupted run)",
+                        ATTACHED_TODO) from refusal  # fmt: skip
+
+
+def after_delete(client: Any, ident: str, force: bool) -> Callable[[], None]:
+    """A forced stop also stops the sessions on the resource: which ones is listed first, and logged after."""
+    running = sessions_on(client, ident, LIVE_SESSION_STATUSES) if force else []
+
+    def report() -> None:
+        if running is None:
+            log(f"model resource {ident}: stopped with force_stop=True; listing its training sessions failed, so "
+                "the sessions this also stopped (if any) cannot be named")  # fmt: skip
+        elif running:
+            log(
+                f"model resource {ident}: force_stop=True also stopped training sessions {', '.join(running)}"
+            )
+
+    return report
+
+
+MODEL_RESOURCE = Schema(
+    collection=MODEL_RESOURCES,
+    required="base_model",
+    replace_on_changes=REPLACE_ON_CHANGES,
+    update_in_place=UPDATE_IN_PLACE,
+    check_added=ESTIMATE_KEYS,
+    output_keys=OUTPUT_KEYS,
+    to_request=to_request,
+    to_outputs=to_outputs,
+    inputs_from_api=inputs_from_api,
+    read_inputs=lambda inputs, live: inputs,  # every input is fixed at creation: nothing drifts in place
+    patch=lambda olds, news: {},  # no update endpoint: only provider options change in place
+    differences=differences,
+    subject=lambda inputs: inputs.get("base_model"),
+    describe=describe,
+    target=ModelResourceStatus.READY,
+    failed=RESOURCE_GONE,
+    adoptable=frozenset(LIVE_RESOURCE_STATUSES),
+    create_timeout=config.MODEL_RESOURCE_CREATE_TIMEOUT,
+    delete_timeout=config.MODEL_RESOURCE_DELETE_TIMEOUT,
+    pace=watch.queue_pace,
+    # Without force: a resource its own create just made has no sessions of ours to take down.
+    stopped_note="nothing is left billing",
+    still_held="It may still be billing: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
+    price=price,
+    force=lambda props: bool(props.get("force_stop", config.FORCE_STOP)),
+    refused=refused,
+    after_delete=after_delete,
+)
+"""How the shared lifecycle (:mod:`.lifecycle`) runs a model resource."""
