@@ -14,9 +14,8 @@ from typing import Any, Literal
 from pydantic import Field, StrictBool, StrictFloat, model_validator
 
 from ..client import errors
-from ..client.models import RESOURCE_GONE
 from ..messages import log, printable
-from . import process
+from . import checks, process
 from .inputs import (
     ID_MAX,
     Failure,
@@ -25,13 +24,12 @@ from .inputs import (
     WholeInt,
     answers_the_input,
     contains_unknown,
-    id_prefix,
     pick,
     refused_at_check,
     text,
     validate_inputs,
 )
-from .model_resource_schema import ESTIMATE_KEYS, REPLACE_ON_CHANGES, differences, price_text, to_request
+from .model_resource_schema import ESTIMATE_KEYS, MODEL_RESOURCE, REPLACE_ON_CHANGES, price_text, to_request
 
 KIND = "model resource"
 PATH = "/v1/rl/model-resources"
@@ -178,7 +176,7 @@ def _ask(client: Any, inputs: dict[str, Any]) -> tuple[list[Failure], Any]:
     failures = _check_supported(inputs, models)
     adopt_id = inputs.get("adopt_id")
     if not failures and isinstance(adopt_id, str):
-        failures = _check_adoptable(client, adopt_id, inputs)
+        failures = checks.adoptable(MODEL_RESOURCE, client, adopt_id, inputs)
     body = pick(inputs, REPLACE_ON_CHANGES)
     if failures or contains_unknown(body):  # an unknown input: the price is known at `pulumi up`
         return failures, None
@@ -201,31 +199,6 @@ _NOT_THE_RL_API = (
     "Check together:baseUrl / TOGETHER_BASE_URL: it must be the Together API (the default, "
     "https://api.together.ai), then run the command again"
 )
-
-
-def _check_adoptable(client: Any, adopt_id: str, inputs: Mapping[str, Any]) -> list[Failure]:
-    """``adopt_id`` names an active model resource whose settings match the declared ones."""
-    # The id is quoted by its first characters only (id_prefix), the request with a placeholder for it.
-    quoted = id_prefix(adopt_id)
-    try:
-        live = process.model_resource(client, adopt_id)
-    except errors.NotFound:
-        return [Failure("adopt_id", f"no model resource {quoted} exists (GET {PATH}/<adopt_id> answered "
-                                         "404). Check adopt_id, or remove it to create a new one")]  # fmt: skip
-    except errors.ApiError as exc:
-        if not answers_the_input(exc):
-            raise
-        return [refused_at_check("adopt_id", f"GET {PATH}/<adopt_id>", exc, "Check adopt_id (the id of an "
-                                 "existing model resource), or remove it to create a new one")]  # fmt: skip
-    if live.status in RESOURCE_GONE:
-        return [Failure("adopt_id", f"model resource {quoted} is {live.status.short}: only an active "
-                                         "resource can be adopted. Remove adopt_id to create a new one")]  # fmt: skip
-    mismatched = [m.split(" (", 1)[0] for m in differences(inputs, live)]  # field names only: no values
-    if mismatched:
-        return [Failure("adopt_id", f"model resource {quoted} was created with other settings: "
-                                         f"{', '.join(mismatched)} differ. Declare the inputs it was created "
-                                         "with, or remove adopt_id to create a new one")]  # fmt: skip
-    return []
 
 
 def _check_supported(inputs: Mapping[str, Any], models: Any) -> list[Failure]:

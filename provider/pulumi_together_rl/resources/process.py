@@ -30,7 +30,8 @@ from .inputs import PROVIDER_KEY, changed_keys
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
-    from ..client.models import CostEstimate, ModelResource, SupportedModelList, TrainingSession
+    from ..client.collections import Collection
+    from ..client.models import CostEstimate, SupportedModelList
     from .schema import Schema
 
 T = TypeVar("T")
@@ -198,8 +199,7 @@ of the stack at once, and N reads should cost one list, not N GETs."""
 
 _supported: SingleFlight[SupportedModelList] = SingleFlight(SUPPORTED_MODELS_TTL)
 _estimates: SingleFlight[CostEstimate] = SingleFlight(ESTIMATE_TTL)
-_resources: SingleFlight[ModelResource] = SingleFlight(OBJECT_TTL)
-_sessions: SingleFlight[TrainingSession] = SingleFlight(OBJECT_TTL)
+_objects: SingleFlight[Any] = SingleFlight(OBJECT_TTL)
 
 
 def supported_models(client: TogetherRL) -> SupportedModelList:
@@ -213,17 +213,11 @@ def estimate_cost(client: TogetherRL, request: Any) -> CostEstimate:
     return _estimates.get(key, lambda: client.estimate_model_resource_cost(request))
 
 
-def model_resource(client: TogetherRL, resource_id: str) -> ModelResource:
-    """``GET`` of a model resource a check refers to (an error, ``NotFound`` included, propagates uncached)."""
-    return _resources.get(
-        (config.current().base_url, resource_id), lambda: client.get_model_resource(resource_id)
-    )
-
-
-def training_session(client: TogetherRL, session_id: str) -> TrainingSession:
-    """``GET`` of a training session a check refers to (``adopt_id``)."""
-    return _sessions.get(
-        (config.current().base_url, session_id), lambda: client.get_training_session(session_id)
+def lookup(client: TogetherRL, collection: Collection, ident: str) -> Any:
+    """``GET`` of an object a check refers to (a model resource of a session, an ``adopt_id``), shared for
+    :data:`OBJECT_TTL` seconds; an error, ``NotFound`` included, propagates uncached."""
+    return _objects.get(
+        (*watch.identity(client), collection.name, ident), lambda: collection.get(client, ident)
     )
 
 
@@ -239,5 +233,5 @@ def listed(client: TogetherRL, schema: Schema) -> dict[str, Any]:
 
 def clear_lookups() -> None:
     """Forget cached API answers (a new refresh, or a test)."""
-    for cache in (_supported, _estimates, _resources, _sessions, _listed):
+    for cache in (_supported, _estimates, _objects, _listed):
         cache.clear()

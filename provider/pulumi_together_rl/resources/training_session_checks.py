@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, StrictBool, StrictFloat, StrictStr, field_validator
 
 from ..client import errors
-from ..client.models import RESOURCE_GONE, TrainingSessionStatus
-from . import process
+from ..client.collections import MODEL_RESOURCES
+from ..client.models import RESOURCE_GONE
+from . import checks, process
 from .inputs import (
     ID_MAX,
     Failure,
@@ -32,7 +33,7 @@ from .inputs import (
     text,
     validate_inputs,
 )
-from .training_session_schema import DISPLAY_NAME_MAX, REPLACE_ON_CHANGES, SPEC_KEY, differences
+from .training_session_schema import DISPLAY_NAME_MAX, REPLACE_ON_CHANGES, SPEC_KEY, TRAINING_SESSION
 
 KIND = "training session"
 PATH = "/v1/rl/training-sessions"
@@ -153,7 +154,7 @@ def _ask(client: Any, inputs: Mapping[str, Any]) -> list[Failure]:
         # The id is quoted by its first characters only (id_prefix), the request with a placeholder for it.
         quoted = id_prefix(resource_id)
         try:
-            live = process.model_resource(client, resource_id)
+            live = process.lookup(client, MODEL_RESOURCES, resource_id)
         except errors.NotFound:
             return [Failure("model_resources_id", f"no model resource {quoted} exists (GET "
                                  f"{_RESOURCES}/<model_resources_id> answered 404). "
@@ -220,31 +221,15 @@ def _check_adoptable(
     client: Any, adopt_id: str, inputs: Mapping[str, Any], facts: Mapping[str, Any]
 ) -> list[Failure]:
     """``adopt_id`` names a CREATING/RUNNING session on the declared resource, created with these settings."""
-    # The id is quoted by its first characters only (id_prefix), the request with a placeholder for it.
-    quoted = id_prefix(adopt_id)
-    try:
-        live = process.training_session(client, adopt_id)
-    except errors.NotFound:
-        return [Failure("adopt_id", f"no training session {quoted} exists (GET {PATH}/<adopt_id> "
-                                         "answered 404). Check adopt_id, or remove it to create a new one")]  # fmt: skip
-    except errors.ApiError as exc:
-        if not answers_the_input(exc):
-            raise
-        return [refused_at_check("adopt_id", f"GET {PATH}/<adopt_id>", exc, "Check adopt_id (the id of an "
-                                 "existing training session), or remove it to create a new one")]  # fmt: skip
-    if live.status not in (TrainingSessionStatus.CREATING, TrainingSessionStatus.RUNNING):
-        return [Failure("adopt_id", f"training session {quoted} is {live.status.short}: only a CREATING "
-                                         "or RUNNING session can be adopted. Remove adopt_id to create a new one")]  # fmt: skip
-    declared = dict(inputs)
-    if is_unknown(declared.get("model_resources_id")):  # a resource of this change: compare its model instead
-        declared["model_resources_id"] = live.model_resources_id
-        if isinstance(facts["base_model"], str) and facts["base_model"] != live.base_model:
-            return [Failure("adopt_id", f"training session {quoted} runs on another base model than the "
-                                             "model resource given as model_resource. Remove adopt_id, or "
-                                             "adopt it onto its own model resource")]  # fmt: skip
-    mismatched = [m.split(" (", 1)[0] for m in differences(declared, live)]  # field names only: no values
-    if mismatched:
-        return [Failure("adopt_id", f"training session {quoted} was created with other settings: "
-                                         f"{', '.join(mismatched)} differ. Declare the inputs it was created "
-                                         "with, or remove adopt_id to create a new one")]  # fmt: skip
-    return []
+
+    def declared(live: Any) -> tuple[Mapping[str, Any], list[Failure]]:
+        compared = dict(inputs)
+        if is_unknown(compared.get("model_resources_id")):  # a resource of this change: compare its model
+            compared["model_resources_id"] = live.model_resources_id
+            if isinstance(facts["base_model"], str) and facts["base_model"] != live.base_model:
+                return compared, [Failure("adopt_id", f"training session {id_prefix(adopt_id)} runs on another "
+                                          "base model than the model resource given as model_resource. Remove "
+                                          "adopt_id, or adopt it onto its own model resource")]  # fmt: skip
+        return compared, []
+
+    return checks.adoptable(TRAINING_SESSION, client, adopt_id, inputs, declared=declared)

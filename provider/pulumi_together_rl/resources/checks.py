@@ -1,0 +1,61 @@
+"""What ``check`` judges the same way for every kind (each kind's own judgement is in its ``*_checks`` module).
+
+A failure names the field and never echoes a value the user gave (an id is quoted by its first characters
+only): it could be a secret pasted into the wrong field, and a preview can end up in a pull-request comment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..client import errors
+from . import process
+from .inputs import Failure, answers_the_input, id_prefix, refused_at_check
+from .schema import Schema
+
+
+def adoptable(
+    schema: Schema,
+    client: Any,
+    adopt_id: str,
+    inputs: Mapping[str, Any],
+    *,
+    declared: Callable[[Any], tuple[Mapping[str, Any], list[Failure]]] | None = None,
+) -> list[Failure]:
+    """``adopt_id`` names an object of the kind that can be adopted, whose settings match the declared ones.
+
+    ``declared(live)`` gives the inputs to compare with (and failures of its own), for a kind whose inputs are
+    not all known at preview (a session on a model resource new in the same change)."""
+    name, quoted = schema.name, id_prefix(adopt_id)
+    request = f"GET {schema.path}/<adopt_id>"
+    try:
+        live = process.lookup(client, schema.collection, adopt_id)
+    except errors.NotFound:
+        return [Failure("adopt_id", f"no {name} {quoted} exists ({request} answered 404). Check adopt_id, or "
+                                    "remove it to create a new one")]  # fmt: skip
+    except errors.ApiError as exc:
+        if not answers_the_input(exc):
+            raise
+        return [refused_at_check("adopt_id", request, exc, f"Check adopt_id (the id of an existing {name}), or "
+                                 "remove it to create a new one")]  # fmt: skip
+    if live.status not in schema.adoptable:
+        return [Failure("adopt_id", f"{name} {quoted} is {live.status.short}: only a {name} that is "
+                                    f"{_either(schema.adoptable)} can be adopted. Remove adopt_id to create a "
+                                    "new one")]  # fmt: skip
+    compared, failures = declared(live) if declared is not None else (inputs, [])
+    if failures:
+        return failures
+    mismatched = [
+        m.split(" (", 1)[0] for m in schema.differences(compared, live)
+    ]  # field names only: no values
+    if mismatched:
+        return [Failure("adopt_id", f"{name} {quoted} was created with other settings: {', '.join(mismatched)} "
+                                    "differ. Declare the inputs it was created with, or remove adopt_id to "
+                                    "create a new one")]  # fmt: skip
+    return []
+
+
+def _either(statuses: frozenset[Any]) -> str:
+    shorts = sorted(s.short for s in statuses)
+    return shorts[0] if len(shorts) == 1 else f"{', '.join(shorts[:-1])} or {shorts[-1]}"
