@@ -21,11 +21,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the CLI harness lives with the tests
+
+from harness.cli import CLIStack, provide  # noqa: E402
 
 from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
 from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402
-from support.cli import CLIStack  # noqa: E402
 
 API_KEY = "bench-key"
 TIMINGS = {"resource_pending": 2.0, "resource_creating": 3.0, "resource_stopping": 1.0, "session_creating": 10.0,
@@ -42,7 +42,9 @@ for r in range(config.require_int("resources")):
 """
 
 
-def run(emulator: SimpleNamespace, resources: int, sessions: int, parallel: list[str]) -> dict[str, float]:
+def run(
+    emulator: SimpleNamespace, resources: int, sessions: int, parallel: list[str], bin_dir: str
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
@@ -51,7 +53,7 @@ def run(emulator: SimpleNamespace, resources: int, sessions: int, parallel: list
             f"    virtualenv: {ROOT / '.venv'}\n"
         )
         (project / "__main__.py").write_text(PROGRAM)
-        stack = CLIStack(project, Path(tmp) / "stack", emulator)
+        stack = CLIStack(project, Path(tmp) / "stack", emulator, bin_dir=bin_dir)
         try:
             stack.init({"resources": resources, "sessions": sessions})
             start = time.perf_counter()
@@ -78,6 +80,9 @@ def main() -> None:
         help="pulumi --parallel (the CLI's default is 4 x the CPU count)",
     )
     args = parser.parse_args()
+    bin_dir, reason = provide()
+    if bin_dir is None:
+        sys.exit(f"bench_cli: {reason}")
     shapes = [tuple(int(n) for n in s.split("x")) for s in (args.shape or ["2x8"])]
     with EmulatorServer(timings=TIMINGS, session_cap_lora=16, api_key=API_KEY) as server:
         control = EmulatorControl(server.base_url)
@@ -86,7 +91,7 @@ def main() -> None:
         for shape in [(1, 1), *shapes]:
             control.reset()
             results[shape] = run(
-                emulator, *shape, ["--parallel", str(args.parallel)] if args.parallel else []
+                emulator, *shape, ["--parallel", str(args.parallel)] if args.parallel else [], bin_dir
             )
         control.close()
     print(f"timings {TIMINGS}; the real Pulumi CLI, --parallel {args.parallel or 'default'}")

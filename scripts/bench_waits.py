@@ -30,13 +30,13 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the stand-in engine lives with the tests
+
+from harness.engine import ProviderProcess, StandInEngine, provider_blob  # noqa: E402
 
 from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
 from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider  # noqa: E402
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider  # noqa: E402
-from support.engine import ProviderProcess, StandInEngine, provider_blob  # noqa: E402
 
 MR = "pulumi-python:dynamic/together:ModelResource"
 TS = "pulumi-python:dynamic/together:TrainingSession"

@@ -4,7 +4,7 @@ Every cycle declares a stack: 1 model resource (``gpu``) and 1-3 LoRA training s
 from {8, 16, 32}, a random display name). It is deployed through the provider exactly as ``pulumi up`` deploys it:
 the Pulumi SDK's own dynamic-provider server in a subprocess (``python -m pulumi.dynamic``, a fresh one for every
 command, as the CLI starts a fresh plugin per command), driven over gRPC by the suite's stand-in engine
-(``tests/support/engine.py``): refresh (the examples' ``refresh: always``), then Check/Create of the resource,
+(``harness/engine.py``): refresh (the examples' ``refresh: always``), then Check/Create of the resource,
 then the sessions at once (the engine runs independent steps in parallel). The API key reaches the provider only
 through Configure (a secret stack config value); the emulator checks it.
 
@@ -65,7 +65,7 @@ without a fault for an object the emulator knows), 1 per cycle in which list_lag
 each ignored stop, each out-of-band stop, each kill. ``failed operations`` counts the ups and destroys that
 raised (each try).
 
-With ``--cli-cycles K``, K more cycles run through the real Pulumi CLI (``tests/support/cli.py``,
+With ``--cli-cycles K``, K more cycles run through the real Pulumi CLI (``harness/cli.py``,
 ``examples/sweep`` with config ``sessions``, ``loraRanks``, ``namePrefix``): the same faults and audits, except
 the kill and the create timeout (the example declares no ``create_timeout``).
 
@@ -103,7 +103,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the stand-in engine and the CLI driver live with the tests
+
+from harness.engine import EngineError, ProviderProcess, StandInEngine, provider_blob  # noqa: E402
 
 from pulumi_together_rl import journal  # noqa: E402
 from pulumi_together_rl.client import TogetherRL  # noqa: E402
@@ -111,7 +112,6 @@ from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
 from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider  # noqa: E402
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider  # noqa: E402
-from support.engine import EngineError, ProviderProcess, StandInEngine, provider_blob  # noqa: E402
 
 MR = "pulumi-python:dynamic/together:ModelResource"
 TS = "pulumi-python:dynamic/together:TrainingSession"
@@ -844,9 +844,9 @@ class Campaign:
     # ---------------------------------------------------------------------------------------- CLI cycles
 
     def run_cli_cycle(self, plan: Plan) -> Report | None:
-        from support.cli import CLIStack, _provide
+        from harness.cli import CLIStack, provide
 
-        found, reason = _provide()
+        found, reason = provide()
         if not found:
             print(f"chaos: skipping the CLI cycles: {reason}", file=sys.stderr)
             return None
@@ -858,6 +858,7 @@ class Campaign:
             SWEEP,
             self.tmp / f"cli-{plan.cycle}",
             emulator,
+            bin_dir=found,
             name=f"chaos-{plan.cycle}-{plan.prefix}",
             TOGETHER_RL_STATE_DIR=str(self.state_dir),
             TOGETHER_RL_POLL_INTERVAL="0.05",

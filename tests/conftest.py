@@ -2,21 +2,21 @@
 
 `emulator` gives each test a freshly reset Together RL emulator on a loopback port, with TOGETHER_BASE_URL and
 TOGETHER_API_KEY pointing at it, so the client, the provider and the official SDK all talk to the same place.
+`pulumi_bin` is the folder of the real Pulumi CLI (`harness.cli.provide`): without one a test that needs it is
+skipped with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from harness.cli import provide
 
 ROOT = Path(__file__).resolve().parent.parent
-# tests/support is importable as `support` from every test module.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 TEST_API_KEY = "tk-test-0123456789abcdef-secret"
 
@@ -65,3 +65,13 @@ def emulator(emulator_server, monkeypatch):
     monkeypatch.setenv("TOGETHER_API_KEY", TEST_API_KEY)
     yield Emulator(base_url=emulator_server.base_url, api_key=TEST_API_KEY, control=control)
     control.close()
+
+
+@pytest.fixture(scope="session")
+def pulumi_bin() -> str:
+    found, reason = provide()
+    if found:
+        return found
+    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
+        pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every CLI test must run here)", pytrace=False)
+    pytest.skip(reason)

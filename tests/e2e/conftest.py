@@ -10,16 +10,15 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from support.cli import CLIStack
+from harness.cli import CLIStack
 
 
 @pytest.fixture
-def cli_stack(emulator, tmp_path):
+def cli_stack(emulator, tmp_path, pulumi_bin):
     made: list[CLIStack] = []
 
     def make(project, **env) -> CLIStack:
-        stack = CLIStack(project, tmp_path / f"stack{len(made)}", emulator, **env)
+        stack = CLIStack(project, tmp_path / f"stack{len(made)}", emulator, bin_dir=pulumi_bin, **env)
         made.append(stack)
         return stack
 
@@ -31,7 +30,7 @@ def cli_stack(emulator, tmp_path):
 def pytest_collection_modifyitems(items):
     # A CLI test names its marker; the CLI suite may take minutes per test on 2 cores.
     for item in items:
-        if "cli_stack" in getattr(item, "fixturenames", ()):
+        if {"cli_stack", "pulumi_bin"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cli)
 
 

@@ -1,6 +1,6 @@
 """`make demo` with the real Pulumi CLI, without any way to get one, and with a recording stand-in.
 
-The real-CLI test runs wherever scripts/pulumi-cli.sh can provide the CLI (support/cli.py; in CI it must). The
+The real-CLI test runs wherever scripts/pulumi-cli.sh can provide the CLI (harness/cli.py; in CI it must). The
 tests of scripts/demo.sh with no way to get a CLI, and with a stand-in `pulumi` that records what the script asks
 of it, always run: they pin down that the demo fails clearly without the CLI and cleans up after itself.
 """
@@ -17,8 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from support.cli import cli_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "scripts" / "demo.sh"
@@ -175,9 +173,8 @@ def test_demo_cleans_up_when_pulumi_up_fails(tmp_path):
 # --------------------------------------------------------------------------------- with the real CLI
 
 
-@pytest.mark.cli
-def test_make_demo_runs_the_quickstart_up_and_destroy():
-    bin_dir = cli_bin()
+def test_make_demo_runs_the_quickstart_up_and_destroy(pulumi_bin):
+    bin_dir = pulumi_bin
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOGETHER_")}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
     result = subprocess.run(

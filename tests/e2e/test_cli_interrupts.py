@@ -14,10 +14,9 @@ import signal
 import time
 
 import pytest
-
-from support.cli import ROOT, active
-from support.cli import provider_pids as _provider_pids
-from support.cli import wait_until as _wait_until
+from harness.cli import ROOT, active
+from harness.cli import provider_pids as _provider_pids
+from harness.cli import wait_until as _wait_until
 
 SWEEP = ROOT / "examples" / "sweep"
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from harness.cli import ROOT, active, processes_of, provider_pids, wait_until
 
 from pulumi_together_rl import journal, lifeline
-from support.cli import ROOT, active, processes_of, provider_pids, wait_until
 
 SWEEP = ROOT / "examples" / "sweep"
 TWINS = Path(__file__).resolve().parent / "projects" / "twins"

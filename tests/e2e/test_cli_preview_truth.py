@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness.cli import ESTIMATE, active, writes
 
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest
-from support.cli import ESTIMATE, active, writes
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = "Qwen/Qwen3.5-35B-A3B"  # emulator: max_rank 32, LoRA only, 4 trainer GPUs + 2 per generator replica

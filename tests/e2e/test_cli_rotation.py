@@ -18,7 +18,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-from support.cli import ROOT, CLIStack, Result, active, writes
+from harness.cli import ROOT, CLIStack, Result, active, writes
 
 SWEEP = ROOT / "examples" / "sweep"
 CONFIG = {"sessions": 1, "loraRanks": [8]}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from support.cli import active
+from harness.cli import active
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = """

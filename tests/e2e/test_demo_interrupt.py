@@ -21,8 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from support.cli import RESOURCE_GONE, ROOT, SESSION_GONE, cli_bin
+from harness.cli import RESOURCE_GONE, ROOT, SESSION_GONE
 
 PENDING_SECONDS = 12  # the window for the signal; the cancelled up still waits out the rest of it
 EXIT_BOUND = 60.0  # seconds from the signal to the end of `make demo` on a slow 2-core machine
@@ -62,11 +61,12 @@ def _pending_resource(base_url: str) -> dict | None:
     return pending[0] if pending else None
 
 
-@pytest.mark.cli
-def test_one_ctrl_c_on_make_demo_cancels_destroys_and_stops_the_emulator_within_a_minute(tmp_path):
+def test_one_ctrl_c_on_make_demo_cancels_destroys_and_stops_the_emulator_within_a_minute(
+    tmp_path, pulumi_bin
+):
     run = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOGETHER_")}
-    env["PATH"] = f"{cli_bin()}{os.pathsep}{env['PATH']}"
+    env["PATH"] = f"{pulumi_bin}{os.pathsep}{env['PATH']}"
     env.update(
         {
             MARKER: run,

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 import yaml
+from harness.engine import UNKNOWN, ProviderProcess, StandInEngine
+from harness.mocks import run_program
 
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from support.engine import UNKNOWN, ProviderProcess, StandInEngine
-from support.mocks import run_program
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

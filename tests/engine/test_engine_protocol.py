@@ -2,7 +2,7 @@
 
 `python -m pulumi.dynamic` runs in a subprocess whose environment has no Together key or URL: the key reaches
 the provider only as the secret stack config `together:apiKey` in Configure, as with `pulumi config set
---secret`. The stand-in engine (tests/support/engine.py) sends Check/Diff/Create/Read/Update/Delete with the
+--secret`. The stand-in engine (harness/engine.py) sends Check/Diff/Create/Read/Update/Delete with the
 `__provider` blobs the SDK's serializer makes, in the order the Pulumi engine does; the emulator's request log
 shows what reached the API.
 """
@@ -14,6 +14,16 @@ import json
 from pathlib import Path
 
 import pytest
+from harness.engine import (
+    UNKNOWN,
+    ProviderProcess,
+    ProviderRpcError,
+    StandInEngine,
+    blob_bytes,
+    provider_blob,
+    reveal,
+)
+from harness.mocks import run_program
 
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import (
@@ -24,16 +34,6 @@ from pulumi_together_rl.client.models import (
 )
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
-from support.engine import (
-    UNKNOWN,
-    ProviderProcess,
-    ProviderRpcError,
-    StandInEngine,
-    blob_bytes,
-    provider_blob,
-    reveal,
-)
-from support.mocks import run_program
 
 MODEL = "Qwen/Qwen3.5-4B"
 MR = "pulumi-python:dynamic/together:ModelResource"

@@ -1,4 +1,4 @@
-"""The stand-in engine itself (tests/support/engine.py, mocks.py), driven against a tiny dummy provider.
+"""The stand-in engine itself (harness/engine.py, mocks.py), driven against a tiny dummy provider.
 
 One real `python -m pulumi.dynamic` server serves the whole module; the dummy provider keeps its objects in a
 JSON file the test can read and change out of band.
@@ -11,9 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from pulumi.runtime import rpc
-
-from support.dummy_provider import (
+from harness.dummy_provider import (
     ECHO_TYPE,
     STATE_ENV,
     THING_TYPE,
@@ -24,7 +22,7 @@ from support.dummy_provider import (
     mutate_store,
     reset_store,
 )
-from support.engine import (
+from harness.engine import (
     DIFF_UNKNOWN,
     UNKNOWN,
     CheckFailedError,
@@ -38,9 +36,10 @@ from support.engine import (
     provider_blob,
     secret,
 )
-from support.mocks import run_program
+from harness.mocks import run_program
+from pulumi.runtime import rpc
 
-PROGRAM = Path(__file__).resolve().parents[1] / "support" / "dummy_program"
+PROGRAM = Path(__file__).resolve().parents[2] / "harness" / "dummy_program"
 BLOB = provider_blob(DummyProvider())
 RESOURCE_RPCS = ("Check", "Diff", "Create", "Read", "Update", "Delete")
 
@@ -386,7 +385,7 @@ def test_provider_blob_is_pickled_by_reference():
     raw = blob_bytes(BLOB)
 
     assert b"_create_code" not in raw and b"_create_function" not in raw
-    assert b"support.dummy_provider" in raw and b"DummyProvider" in raw
+    assert b"harness.dummy_provider" in raw and b"DummyProvider" in raw
     assert len(BLOB) < 300
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import dill
 import pulumi
 import pytest
+from harness.engine import provider_blob
+from harness.mocks import run_main
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockResourceArgs
 
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
-from support.engine import provider_blob
-from support.mocks import run_main
 
 PROGRAM = Path(__file__).resolve().parent / "training_stack"
 MR = "pulumi-python:dynamic/together:ModelResource"

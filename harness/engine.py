@@ -79,7 +79,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # The marker a registration input carries for a value that is not known yet (it depends on another resource's
 # output during a preview). It is the SDK's and the engine's wire sentinel.
@@ -130,8 +130,8 @@ class ProviderProcess:
 
     `env` entries are layered over this process's environment (the engine passes its own environment on); a value
     of None removes the variable (e.g. `{"TOGETHER_API_KEY": None}`). `runtime_options` become
-    `PULUMI_RUNTIME_<OPTION>` like Pulumi.yaml's `runtime.options`. PYTHONPATH gets `provider/` and `tests/`
-    prepended so the package and `support.*` test modules unpickle by reference.
+    `PULUMI_RUNTIME_<OPTION>` like Pulumi.yaml's `runtime.options`. PYTHONPATH gets `provider/` and the repository
+    root prepended so the package and `harness.*` modules unpickle by reference.
     """
 
     def __init__(
@@ -161,7 +161,7 @@ class ProviderProcess:
 
     def _build_env(self, overrides, runtime_options) -> dict[str, str]:
         env = dict(os.environ)
-        pythonpath = [str(ROOT / "provider"), str(ROOT / "tests")]
+        pythonpath = [str(ROOT / "provider"), str(ROOT)]
         if env.get("PYTHONPATH"):
             pythonpath.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(pythonpath)

@@ -1,4 +1,4 @@
-"""A tiny dynamic provider for testing the stand-in engine itself (tests/support/engine.py).
+"""A tiny dynamic provider for testing the stand-in engine itself (harness/engine.py).
 
 It lives in an importable module, so its `__provider` blob is pickled by reference, exactly like the real
 providers. Its "cloud" is a JSON file named by $DUMMY_PROVIDER_STATE, shared by the provider server (a

@@ -1,8 +1,7 @@
 """A tiny Pulumi program for the stand-in engine's own tests: two Things, the second wired to the first."""
 
 import pulumi
-
-from support.dummy_provider import Thing
+from harness.dummy_provider import Thing
 
 config = pulumi.Config()
 

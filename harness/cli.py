@@ -1,9 +1,9 @@
-"""The real Pulumi CLI for the end-to-end suite: provided once per run, driven as a user drives it.
+"""The real Pulumi CLI, driven as a user drives it: for the end-to-end suite and the scripts (bench, chaos).
 
-:func:`cli_bin` returns the folder holding the pinned CLI. `make test` runs ``scripts/pulumi-cli.sh`` before
-pytest and hands its answer over in ``TOGETHER_RL_PULUMI_BIN`` (empty: it could not provide one); a bare
-``pytest`` runs the script itself, once. Without a CLI the tests that need one are skipped with the script's
-reason, except where ``TOGETHER_RL_REQUIRE_CLI=1`` (``.ci/run`` sets it): there they fail.
+:func:`provide` returns the folder holding the pinned CLI, or the reason there is none. `make test` runs
+``scripts/pulumi-cli.sh`` before pytest and hands its answer over in ``TOGETHER_RL_PULUMI_BIN`` (empty: it
+could not provide one); anywhere else the script runs once. What a missing CLI means is the caller's to decide:
+the suite's ``pulumi_bin`` fixture (tests/conftest.py) skips, or fails where ``TOGETHER_RL_REQUIRE_CLI=1``.
 
 :class:`CLIStack` is one throwaway stack of a project directory: a file backend and ``PULUMI_HOME`` under the
 test's temporary folder, passphrase secrets, the emulator's URL and key in the stack config, nothing from the
@@ -24,9 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "pulumi-cli.sh"
 PASSPHRASE = "e2e-passphrase-not-a-secret"
 RESOURCE_GONE = ("STOPPING", "STOPPED", "ERROR")
@@ -34,7 +32,8 @@ SESSION_GONE = ("STOPPED", "EXPIRED", "ERROR")
 
 
 @functools.cache
-def _provide() -> tuple[str | None, str]:
+def provide() -> tuple[str | None, str]:
+    """(the folder of the pinned Pulumi CLI, "") or (None, why it cannot be provided)."""
     handed = os.environ.get("TOGETHER_RL_PULUMI_BIN")
     if handed is not None:
         if handed:
@@ -49,16 +48,6 @@ def _provide() -> tuple[str | None, str]:
         return lines[-1], ""
     reason = " ".join(result.stderr.strip().splitlines()[-4:]) or f"exit status {result.returncode}"
     return None, f"scripts/pulumi-cli.sh could not provide the Pulumi CLI: {reason}"
-
-
-def cli_bin() -> str:
-    """The folder of the Pulumi CLI; skips the test without one (fails it where the CLI is required)."""
-    found, reason = _provide()
-    if found:
-        return found
-    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
-        pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every CLI test must run here)", pytrace=False)
-    pytest.skip(reason)
 
 
 def cli_env(bin_dir: str, home: Path, backend: Path, **extra: str | None) -> dict[str, str]:
@@ -105,7 +94,14 @@ class CLIStack:
     """A throwaway stack of ``project`` run through the real CLI against ``emulator``."""
 
     def __init__(
-        self, project: Path, tmp_path: Path, emulator: Any, *, name: str | None = None, **env: str | None
+        self,
+        project: Path,
+        tmp_path: Path,
+        emulator: Any,
+        *,
+        bin_dir: str,
+        name: str | None = None,
+        **env: str | None,
     ):
         self.project = project
         self.emulator = emulator
@@ -114,7 +110,7 @@ class CLIStack:
         (tmp_path / "backend").mkdir(parents=True, exist_ok=True)
         (tmp_path / "pulumi-home").mkdir(exist_ok=True)
         env.setdefault("TOGETHER_RL_STATE_DIR", str(tmp_path / "state"))  # the create journal of this stack
-        self.env = cli_env(cli_bin(), tmp_path / "pulumi-home", tmp_path / "backend", **env)
+        self.env = cli_env(bin_dir, tmp_path / "pulumi-home", tmp_path / "backend", **env)
         self.initialized = False
 
     # ------------------------------------------------------------------------------------------ commands
