@@ -6,11 +6,12 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: help uv sync cli demo test bench chaos lint format importtime clean
+.PHONY: help uv sync cli demo test typecheck bench chaos lint format importtime clean
 
 help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
 	@echo "make test        # the whole test suite, the real-CLI tests included where the CLI can be provided (what CI runs)"
+	@echo "make typecheck   # mypy --strict on a user program against the public Args (tests/typing; part of make test)"
 	@echo "make cli         # provide the pinned Pulumi CLI (scripts/pulumi-cli.sh) and print its folder"
 	@echo "make bench       # how the provider waits (overshoot, requests, 2 + 16 / 4 + 20 convergence) next to the together SDK"
 	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI), audited"
@@ -36,13 +37,17 @@ test: sync
 	@bin="$$(bash scripts/pulumi-cli.sh)" || { bin=""; echo "make test: no Pulumi CLI; the real-CLI tests will not run" >&2; }; \
 	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen pytest $(PYTEST_ARGS)
 
+# The typing tests alone (make test runs them too): the package's py.typed and annotations, as a user's mypy sees them.
+typecheck: sync
+	$(UV) run --frozen pytest tests/typing $(PYTEST_ARGS)
+
 lint: sync
-	$(UV) run --frozen ruff check provider tests examples
-	$(UV) run --frozen ruff format --check provider tests examples
+	$(UV) run --frozen ruff check provider harness tests scripts examples
+	$(UV) run --frozen ruff format --check provider harness tests scripts examples
 
 format: sync
-	$(UV) run --frozen ruff format provider tests examples
-	$(UV) run --frozen ruff check --fix provider tests examples
+	$(UV) run --frozen ruff format provider harness tests scripts examples
+	$(UV) run --frozen ruff check --fix provider harness tests scripts examples
 
 bench: sync
 	$(UV) run --frozen python scripts/bench_waits.py

@@ -2,6 +2,10 @@
 
     from pulumi_together_rl import ModelResource, ModelResourceArgs, TrainingSession, TrainingSessionArgs
 
+The nested shapes of the Args are ``TypedDict`` classes, exported here too (``ComputeConfigArgs``,
+``OptimizerConfigArgs``, ``MuonConfigArgs``, ``LoraConfigArgs``, ``SessionMetadataArgs``,
+``WandbMetadataArgs``), so a dict built ahead of its Args can be annotated. The package ships ``py.typed``.
+
 The resource classes are imported lazily (PEP 562 ``__getattr__``), so ``import pulumi_together_rl.client``
 (used by the emulator, scripts and other tools) does not pay for importing ``pulumi``.
 """
@@ -13,27 +17,61 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelResource", "ModelResourceArgs", "TrainingSession", "TrainingSessionArgs", "__version__"]
+__all__ = [
+    "ComputeConfigArgs",
+    "LoraConfigArgs",
+    "ModelResource",
+    "ModelResourceArgs",
+    "MuonConfigArgs",
+    "OptimizerConfigArgs",
+    "SessionMetadataArgs",
+    "TrainingSession",
+    "TrainingSessionArgs",
+    "WandbMetadataArgs",
+    "__version__",
+]
 
 _LAZY = {
     "ModelResource": ".resources.model_resource",
     "ModelResourceArgs": ".resources.model_resource",
+    "ComputeConfigArgs": ".resources.model_resource",
+    "OptimizerConfigArgs": ".resources.model_resource",
+    "MuonConfigArgs": ".resources.model_resource",
     "TrainingSession": ".resources.training_session",
     "TrainingSessionArgs": ".resources.training_session",
+    "LoraConfigArgs": ".resources.training_session",
+    "SessionMetadataArgs": ".resources.training_session",
+    "WandbMetadataArgs": ".resources.training_session",
 }
 
+# What type checkers see (the names above, typed); at run time they are imported on first use, below.
 if TYPE_CHECKING:
-    from .resources.model_resource import ModelResource, ModelResourceArgs
-    from .resources.training_session import TrainingSession, TrainingSessionArgs
+    from .resources.model_resource import (
+        ComputeConfigArgs,
+        ModelResource,
+        ModelResourceArgs,
+        MuonConfigArgs,
+        OptimizerConfigArgs,
+    )
+    from .resources.training_session import (
+        LoraConfigArgs,
+        SessionMetadataArgs,
+        TrainingSession,
+        TrainingSessionArgs,
+        WandbMetadataArgs,
+    )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:
+    # Hidden from type checkers: to them a module ``__getattr__`` makes every attribute exist, typed ``Any``, so
+    # a misspelled name would pass and a name only it provides would go unchecked. They see the imports above.
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

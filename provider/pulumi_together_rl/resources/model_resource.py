@@ -67,16 +67,16 @@ from .model_resource_schema import MODEL_RESOURCE, OUTPUT_KEYS, SESSION_FACTS
 class ComputeConfigArgs(TypedDict, total=False):
     """Compute layout of a model resource."""
 
-    gpu_type: str
+    gpu_type: pulumi.Input[str]
     """``"B200-SXM"`` or ``"H100-80GB"``; unset = the model's ``default_gpu_type``."""
-    num_generator_replicas: int
+    num_generator_replicas: pulumi.Input[int]
     """Generator replicas, 0-64; 0 = trainer only (SFT/DPO), RL needs at least 1. Unset = the API default (1)."""
 
 
 class MuonConfigArgs(TypedDict, total=False):
     """Settings of the Muon optimizer."""
 
-    scaling_strategy: str
+    scaling_strategy: pulumi.Input[str]
     """``"MUON_SCALING_STRATEGY_MATCH_ADAM"``, ``"MUON_SCALING_STRATEGY_ORIGINAL"`` or
     ``"MUON_SCALING_STRATEGY_UNSPECIFIED"`` (the server's choice); unset = the API default."""
 
@@ -84,9 +84,9 @@ class MuonConfigArgs(TypedDict, total=False):
 class OptimizerConfigArgs(TypedDict, total=False):
     """Exactly one of ``adam`` (``{}``) or ``muon`` (``{"scaling_strategy": ...}``)."""
 
-    adam: Mapping[str, Any]
+    adam: pulumi.Input[Mapping[str, Any]]
     """Adam, the API default. Takes no settings: always ``{}``."""
-    muon: MuonConfigArgs
+    muon: pulumi.Input[MuonConfigArgs]
     """Muon, with an optional ``scaling_strategy``."""
 
 

@@ -58,15 +58,15 @@ from .training_session_schema import DISPLAY_NAME_MAX, OUTPUT_KEYS, SPEC_KEY, TR
 class LoraConfigArgs(TypedDict, total=False):
     """LoRA adapter settings (only on a LoRA model resource). Unset keys take the API defaults."""
 
-    rank: int
+    rank: pulumi.Input[int]
     """1-64 (and at most the model's ``max_rank``); API default 32."""
-    alpha: int
+    alpha: pulumi.Input[int]
     """1-128; API default 64."""
-    dropout: float
+    dropout: pulumi.Input[float]
     """0 <= dropout < 1; API default 0."""
-    seed: int
+    seed: pulumi.Input[int]
     """Adapter initialisation seed, a whole number within ±2**53 (Pulumi carries numbers as doubles)."""
-    train_unembed: bool
+    train_unembed: pulumi.Input[bool]
     """Also train an adapter on the output head; API default true."""
 
 
@@ -74,24 +74,24 @@ class WandbMetadataArgs(TypedDict, total=False):
     """Weights & Biases bookkeeping (Together never writes to W&B). All optional strings without control
     characters (newlines, tabs, escape sequences); a key removed later is cleared on the session."""
 
-    entity: str
+    entity: pulumi.Input[str]
     """The W&B entity (user or team) the run belongs to."""
-    project: str
+    project: pulumi.Input[str]
     """The W&B project of the run."""
-    group: str
+    group: pulumi.Input[str]
     """The W&B run group."""
-    run_id: str
+    run_id: pulumi.Input[str]
     """The W&B run id."""
-    run_name: str
+    run_name: pulumi.Input[str]
     """The W&B run's display name."""
-    url: str
+    url: pulumi.Input[str]
     """HTTPS URL of the run."""
 
 
 class SessionMetadataArgs(TypedDict, total=False):
     """Metadata of a training session; updates in place."""
 
-    wandb: WandbMetadataArgs
+    wandb: pulumi.Input[WandbMetadataArgs]
     """Weights & Biases bookkeeping ``{entity, project, group, run_id, run_name, url}``."""
 
 
