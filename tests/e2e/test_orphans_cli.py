@@ -27,12 +27,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.cli import ROOT, active
 
 from pulumi_together_rl import journal
 from pulumi_together_rl.__main__ import build_parser, main
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from support.cli import ROOT, active
 
 SWEEP = ROOT / "examples" / "sweep"
 MODEL = "Qwen/Qwen3.5-4B"
@@ -799,7 +799,7 @@ def test_the_scheduled_workflow_runs_a_valid_dry_run_from_main_only():
 
 def _orphan_docs() -> dict[str, str]:
     readme = (ROOT / "README.md").read_text()
-    start = readme.index("### The orphan finder")
+    start = readme.index("## Nothing left billing: interrupts and the orphan finder")
     return {
         "README.md": readme[start : readme.index("\n## ", start)],
         "docs/orphans.md": (ROOT / "docs" / "orphans.md").read_text(),

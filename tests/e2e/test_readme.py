@@ -1,7 +1,9 @@
-"""The README's commands are the ones CI and the Makefile really run, read from the README itself.
+"""The README's commands are the ones CI and the Makefile really run, read from the README itself, and the
+reference pages in docs/ say what the code does.
 
 A newcomer follows the README without reading the code, so what it tells them to type must exist and must be
-what the tests and `.ci/run` use.
+what the tests and `.ci/run` use; the README stays short (the front door), and every relative link in it and in
+docs/ leads somewhere.
 """
 
 from __future__ import annotations
@@ -18,8 +20,13 @@ from pulumi_together_rl.resources.inputs import OWNER_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+DOCS = {path.relative_to(ROOT).as_posix(): path.read_text() for path in sorted((ROOT / "docs").glob("*.md"))}
 MAKEFILE = (ROOT / "Makefile").read_text()
 CI_RUN = (ROOT / ".ci" / "run").read_text()
+
+README_MAX_LINES = 250
+# The reference page of each kind: its input and output tables.
+PAGES = {"model_resource": "docs/model-resource.md", "training_session": "docs/training-session.md"}
 
 FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.M | re.S)
 
@@ -73,15 +80,22 @@ def test_readme_test_command_is_what_ci_runs():
     assert "make test" in _commands(_section("Two commands"))
 
 
-def test_every_make_command_in_the_readme_is_a_makefile_target():
-    targets = _make_targets()
-    used = {
+def _make_commands(text: str) -> set[str]:
+    return {
         shlex.split(command)[1]
-        for command in _commands(README)
+        for command in _commands(text)
         if command.startswith("make ") and " " in command
     }
+
+
+def test_every_make_command_in_the_readme_is_a_makefile_target():
+    targets = _make_targets()
+    used = _make_commands(README)
     assert {"demo", "test"} <= used
     assert used <= targets, f"the README names make targets the Makefile lacks: {sorted(used - targets)}"
+    for page, text in DOCS.items():
+        used = _make_commands(text)
+        assert used <= targets, f"{page} names make targets the Makefile lacks: {sorted(used - targets)}"
 
 
 def test_make_test_runs_the_whole_suite():
@@ -103,14 +117,19 @@ def test_readme_emulator_options_exist_in_its_help():
         timeout=60,
         check=True,
     ).stdout
-    emulator_commands = [c for c in _commands(README) if "pulumi_together_rl.emulator" in c]
-    assert emulator_commands, "the README shows no command starting the emulator"
+
+    def starting_the_emulator(text: str) -> list[str]:
+        return [c for c in _commands(text) if "pulumi_together_rl.emulator" in c]
+
+    # The emulator's page shows how to start it; every page that does (the README too) uses real options.
+    assert starting_the_emulator(DOCS["docs/emulator.md"]), "docs/emulator.md shows no command starting it"
+    emulator_commands = [c for text in (README, *DOCS.values()) for c in starting_the_emulator(text)]
     options = {
         word.split("=")[0] for c in emulator_commands for word in shlex.split(c) if word.startswith("--")
     }
     assert options, emulator_commands
     missing = sorted(option for option in options if option not in help_text)
-    assert not missing, f"the README uses emulator options its --help does not list: {missing}"
+    assert not missing, f"the README or docs/ use emulator options its --help does not list: {missing}"
 
 
 @pytest.mark.parametrize(
@@ -123,7 +142,72 @@ def test_readme_names_the_configuration_the_provider_reads(key):
     assert key in {config.CONFIG_API_KEY, config.CONFIG_BASE_URL, config.ENV_API_KEY, config.ENV_BASE_URL}
 
 
-# ----------------------------------------------------------------------- the resources reference vs the code
+# ------------------------------------------------------------------------ the README's size, and every link
+
+
+def test_the_readme_is_at_most_250_lines():
+    lines = len(README.splitlines())
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines, more than {README_MAX_LINES}: move detail to a page in docs/"
+    )
+
+
+FENCED = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
+
+
+def _prose(text: str) -> str:
+    """`text` without its fenced blocks and inline code (neither holds links)."""
+    return re.sub(r"`[^`\n]*`", "", FENCED.sub("", text))
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file (duplicates get -1, -2, ...)."""
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", FENCED.sub("", text), re.M):
+        heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        candidate, n = slug, 0
+        while candidate in anchors:
+            n += 1
+            candidate = f"{slug}-{n}"
+        anchors.add(candidate)
+    return anchors
+
+
+def _relative_links(page: str, text: str) -> list[tuple[str, Path, str]]:
+    """(link, the file it points to, its anchor or "") for every relative link of `page`."""
+    links = []
+    for target in re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", _prose(text)):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I):  # https:, mailto:, ...
+            continue
+        path, _, anchor = target.partition("#")
+        links.append((target, (ROOT / page).parent / path if path else ROOT / page, anchor))
+    return links
+
+
+@pytest.mark.parametrize("page", ["README.md", *DOCS])
+def test_every_relative_link_points_to_a_file_that_exists(page):
+    text = README if page == "README.md" else DOCS[page]
+    links = _relative_links(page, text)
+    assert links or page != "README.md", "the README links to no page"
+    broken = [link for link, path, _ in links if not path.exists()]
+    assert not broken, f"{page} links to files that do not exist: {broken}"
+    # A link into a Markdown file's section names a heading it has.
+    missing = [
+        link
+        for link, path, anchor in links
+        if anchor and path.suffix == ".md" and anchor not in _anchors(path.read_text())
+    ]
+    assert not missing, f"{page} links to sections that do not exist: {missing}"
+
+
+def test_the_readme_links_every_page_of_docs():
+    linked = {path.resolve() for _, path, _ in _relative_links("README.md", README)}
+    unlinked = sorted(page for page in DOCS if (ROOT / page).resolve() not in linked)
+    assert not unlinked, f"the README links no way to {unlinked}"
+
+
+# ------------------------------------------------------------------ the resources reference (docs/) vs the code
 
 
 def _table(section: str, first_header: str) -> list[list[str]]:
@@ -160,14 +244,12 @@ def _resource(kind: str):
     return getattr(schema, kind.upper()), args
 
 
-@pytest.mark.parametrize(
-    ("heading", "kind"), [("`ModelResource`", "model_resource"), ("`TrainingSession`", "training_session")]
-)
-def test_readme_reference_lists_exactly_the_inputs_and_which_replace(heading, kind):
+@pytest.mark.parametrize("kind", ["model_resource", "training_session"])
+def test_the_reference_lists_exactly_the_inputs_and_which_replace(kind):
     import inspect
 
     schema, args = _resource(kind)
-    rows = _table(_section(heading), "input")
+    rows = _table(DOCS[PAGES[kind]], "input")
     documented = {name: row for row in rows for name in _names(row[0])}
     declared = [p for p in inspect.signature(args.__init__).parameters if p != "self"]
 
@@ -184,12 +266,10 @@ def test_readme_reference_lists_exactly_the_inputs_and_which_replace(heading, ki
     }
 
 
-@pytest.mark.parametrize(
-    ("heading", "kind"), [("`ModelResource`", "model_resource"), ("`TrainingSession`", "training_session")]
-)
-def test_readme_reference_lists_exactly_the_outputs(heading, kind):
+@pytest.mark.parametrize("kind", ["model_resource", "training_session"])
+def test_the_reference_lists_exactly_the_outputs(kind):
     schema, _ = _resource(kind)
-    rows = _table(_section(heading), "output")
+    rows = _table(DOCS[PAGES[kind]], "output")
     documented = {name for row in rows for name in _names(row[0])}
 
     # What check adds to the inputs is an output too (the estimate, the model resource's declared facts), and
@@ -198,16 +278,16 @@ def test_readme_reference_lists_exactly_the_outputs(heading, kind):
 
 
 @pytest.mark.parametrize(
-    ("heading", "name", "constant"),
+    ("kind", "name", "constant"),
     [
-        ("`ModelResource`", "create_timeout", "MODEL_RESOURCE_CREATE_TIMEOUT"),
-        ("`ModelResource`", "delete_timeout", "MODEL_RESOURCE_DELETE_TIMEOUT"),
-        ("`TrainingSession`", "create_timeout", "TRAINING_SESSION_CREATE_TIMEOUT"),
-        ("`TrainingSession`", "delete_timeout", "TRAINING_SESSION_DELETE_TIMEOUT"),
+        ("model_resource", "create_timeout", "MODEL_RESOURCE_CREATE_TIMEOUT"),
+        ("model_resource", "delete_timeout", "MODEL_RESOURCE_DELETE_TIMEOUT"),
+        ("training_session", "create_timeout", "TRAINING_SESSION_CREATE_TIMEOUT"),
+        ("training_session", "delete_timeout", "TRAINING_SESSION_DELETE_TIMEOUT"),
     ],
 )
-def test_readme_reference_gives_the_timeout_defaults_of_the_code(heading, name, constant):
+def test_the_reference_gives_the_timeout_defaults_of_the_code(kind, name, constant):
     from pulumi_together_rl import config
 
-    row = next(row for row in _table(_section(heading), "input") if _names(row[0]) == [name])
+    row = next(row for row in _table(DOCS[PAGES[kind]], "input") if _names(row[0]) == [name])
     assert f"default {getattr(config, constant):g}" in row[3]
