@@ -192,15 +192,16 @@ class Watcher:
         self._wake = False
 
     def watch(self, ident: str, first: Any = _NOTHING) -> Subscription:
-        """Register ``ident``; ``first`` is an observation already in hand (the create's own answer), which the
-        first fetch returns without a request."""
+        """Register ``ident``; ``first`` is an observation already in hand (the create's or the stop's own
+        answer), which the first fetch returns without a request. Either way the next tick comes at once (with
+        whoever joins within :data:`COALESCE`): an answer in hand is rarely final (PENDING, STOPPING), and what
+        follows it is often a moment away, not a tick away."""
         with self._cond:
             key = self._next_key
             self._next_key += 1
             sub = Subscription(self, key, ident, first)
             self._subs[key] = sub
-            if first is _NOTHING:
-                self._wake = True  # a newcomer with nothing in hand: tick now
+            self._wake = True  # a newcomer: tick now
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=f"watcher-{self.name}", daemon=True)
                 self._thread.start()
@@ -222,13 +223,13 @@ class Watcher:
                 sub._deliver(error=exc)  # each waiter raises it (not this thread: no stray traceback)
 
     def _loop(self) -> None:
-        with self._cond:  # waiters that came with an observation in hand are not asked about at once
+        with self._cond:
             delay = self._pace([s._latest for s in self._subs.values() if s._latest is not _NOTHING])
         deadline = self._clock() + delay
         while True:
             with self._cond:
                 while self._subs:
-                    if self._wake:  # a newcomer with nothing in hand: tick soon, with whoever else joins
+                    if self._wake:  # a newcomer: tick soon, with whoever else joins
                         deadline = min(deadline, self._clock() + min(COALESCE, delay))
                     remaining = deadline - self._clock()
                     if remaining <= 0:

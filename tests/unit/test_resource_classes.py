@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pulumi
 import pytest
 
@@ -121,3 +124,37 @@ def test_every_typed_dict_field_has_a_docstring():
                     if not documented:
                         missing.append(f"{node.name}.{item.target.id}")
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("module", "cls", "schema"),
+    [
+        ("model_resource", "ModelResource", "MODEL_RESOURCE"),
+        ("training_session", "TrainingSession", "TRAINING_SESSION"),
+    ],
+)
+def test_a_resource_class_registers_exactly_its_kinds_inputs_and_outputs(module, cls, schema):
+    """The program side takes its property names from the class's annotations (it imports no schema): they
+    must be the kind's own tables, every input and every output, nothing else."""
+    import importlib
+
+    resource = getattr(importlib.import_module(f"pulumi_together_rl.resources.{module}"), cls)
+    kind = getattr(importlib.import_module(f"pulumi_together_rl.resources.{module}_schema"), schema)
+    annotated = {name for name in vars(resource)["__annotations__"] if not name.startswith("_")}
+    assert annotated == {*kind.input_keys, *kind.output_keys}
+
+
+def test_a_program_that_declares_resources_imports_no_http_client_no_wire_models_and_no_journal():
+    """Only what builds the declaration: the provider side loads the rest at its first call."""
+    code = (
+        "import sys\n"
+        "import pulumi\n"
+        "from pulumi_together_rl import ModelResource, ModelResourceArgs, TrainingSession, TrainingSessionArgs\n"
+        "heavy = ('httpx', 'pydantic', 'pulumi_together_rl.journal', 'pulumi_together_rl.client.api',\n"
+        "         'pulumi_together_rl.client.models', 'pulumi_together_rl.resources.lifecycle')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert found.stdout.strip() == "[]"

@@ -99,6 +99,22 @@ def test_the_first_observation_in_hand_costs_no_request():
         assert api.lists == 0
 
 
+def test_the_look_after_an_answer_in_hand_comes_at_once_not_a_tick_later():
+    """The create's answer (PENDING) is rarely final, and what follows is often a moment away: the next look
+    comes within the coalescing pause, not after the pace (60 s here)."""
+    api = Api()
+    api.objects["x"] = "READY"
+    api.listed.add("x")
+    watcher = Watcher("thing", list_all=api.list_all, get_one=api.get_one, pace=lambda objs: 60.0)
+
+    with watcher.watch("x", first="PENDING").until(time.monotonic() + 5) as sub:
+        assert sub.fetch() == "PENDING"
+        started = time.monotonic()
+        assert sub.fetch() == "READY"
+        assert time.monotonic() - started < 1.0
+    assert api.lists == 1
+
+
 def test_a_failed_tick_reaches_every_waiter_and_the_next_tick_answers():
     api = Api()
     api.objects["x"] = "READY"

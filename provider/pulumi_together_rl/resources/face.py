@@ -1,8 +1,9 @@
 """The dynamic face: the ``pulumi.dynamic`` provider every resource of this package is served by, written once
 over the shared lifecycle.
 
-A kind's provider (``model_resource._ModelResourceProvider``) is this class with two attributes: its
-:class:`~.schema.Schema` and its ``check``. Each method is the same four beats: read the plan (the engine's
+A kind's provider (``model_resource._ModelResourceProvider``) is this class with two attributes naming its
+:class:`~.schema.Schema` and its ``check``, which load at the provider's first call (a program that declares
+resources imports neither). Each method is the same four beats: read the plan (the engine's
 property bags), bail on failures (a check's verdict), call the shared lifecycle once (:mod:`.lifecycle`), write
 the state (this face's result types). Providers hold no state: :meth:`configure` records the stack config in
 :mod:`..config`, never on ``self``, and ``__getstate__`` is empty, so the pickled provider in the state is a bare
@@ -11,8 +12,8 @@ class reference (no key, the same bytes on every run, no spurious ``~__provider`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+import importlib
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pulumi.dynamic import (
     CheckFailure,
@@ -26,27 +27,36 @@ from pulumi.dynamic import (
 )
 
 from .. import config
-from . import lifecycle, sdk_seams
-from .inputs import Failure
-from .schema import Schema
+from .keys import OWNER_KEY
+
+if TYPE_CHECKING:
+    from .schema import Schema
 
 
 class KindProvider(ResourceProvider):
-    """The dynamic provider of one kind: its :attr:`schema` and its :attr:`judge` (what ``check`` says)."""
+    """The dynamic provider of one kind: :attr:`schema_at` and :attr:`checks_at` name (``module:attribute``)
+    its :class:`~.schema.Schema` and its check. They are loaded at the provider's first call, not when a program
+    declares a resource: a program imports no HTTP client, no wire models and no journal."""
 
-    schema: ClassVar[Schema]
-    judge: ClassVar[Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[dict[str, Any], list[Failure]]]]
+    schema_at: ClassVar[str]
+    checks_at: ClassVar[str]
+
+    @property
+    def schema(self) -> Schema:
+        return _load(self.schema_at)
 
     def configure(self, req: ConfigureRequest) -> None:
+        from . import sdk_seams
+
         config.configure(req.config)
         sdk_seams.install()  # in the provider server only
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        inputs, failures = type(self).judge(olds, news)
+        inputs, failures = _load(self.checks_at)(olds, news)
         return CheckResult(inputs, [CheckFailure(f.property, f.reason) for f in failures])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        found = lifecycle.diff(self.schema, olds, news)
+        found = _lifecycle().diff(self.schema, olds, news)
         return DiffResult(
             changes=found.changes,
             replaces=found.replaces,
@@ -55,26 +65,52 @@ class KindProvider(ResourceProvider):
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        made = lifecycle.create(self.schema, props)
+        made = _lifecycle().create(self.schema, props)
         return CreateResult(made.id, made.outputs)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        found = lifecycle.read(self.schema, id_, props)
-        return (
-            ReadResult("", {}) if found is None else ReadResult(found.id, found.outputs, inputs=found.inputs)
-        )
+        found = _lifecycle().read(self.schema, id_, props)
+        return ReadResult("", {}) if found is None else ReadResult(found.id, found.outputs, inputs=found.inputs)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(lifecycle.update(self.schema, id_, olds, news))
+        return UpdateResult(_lifecycle().update(self.schema, id_, olds, news))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        lifecycle.delete(self.schema, id_, props)
+        _lifecycle().delete(self.schema, id_, props)
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         pass
+
+
+_loaded: dict[str, Any] = {}
+
+
+def _load(where: str) -> Any:
+    """The object ``module:attribute`` names, imported once (the provider side's modules load at first use)."""
+    found = _loaded.get(where)
+    if found is None:
+        module, _, attribute = where.partition(":")
+        found = _loaded[where] = getattr(importlib.import_module(module), attribute)
+    return found
+
+
+def _lifecycle() -> Any:
+    from . import lifecycle
+
+    return lifecycle
+
+
+def declared_props(resource: type, args: Any, resource_name: str) -> dict[str, Any]:
+    """The property bag a Resource class registers: every output it annotates (its inputs as declared in
+    ``args``, ``None`` for the rest, which the engine fills in), and the declaration (:data:`~.keys.OWNER_KEY`).
+    A class's annotations are its table on the program side; a test holds them equal to the kind's schema."""
+    names = [name for name in vars(resource).get("__annotations__", {}) if not name.startswith("_")]
+    props: dict[str, Any] = {name: getattr(args, name, None) for name in names}
+    props[OWNER_KEY] = declaration_owner(resource_name)
+    return props
 
 
 def declaration_owner(resource_name: str) -> str:

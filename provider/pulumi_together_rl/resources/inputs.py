@@ -29,12 +29,8 @@ from pydantic import (
 
 from ..client import errors
 from ..messages import UNPRINTABLE, printable
+from .keys import OWNER_KEY, PROVIDER_KEY
 
-PROVIDER_KEY = "__provider"
-OWNER_KEY = "owner"
-"""The declaration a resource belongs to (``org/project/stack/name``), set by the resource class from the
-program, never by the user: the create journal's proof of whose an interrupted create was. Passed through
-``check`` unvalidated and ignored by ``diff``."""
 UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN, without importing rpc
 
 

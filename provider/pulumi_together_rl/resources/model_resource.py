@@ -58,10 +58,10 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi.dynamic
 
-from . import model_resource_checks
-from .face import KindProvider, declaration_owner
-from .inputs import OWNER_KEY
-from .model_resource_schema import MODEL_RESOURCE, OUTPUT_KEYS, SESSION_FACTS
+from .face import KindProvider, declared_props
+
+SESSION_FACTS = ("base_model", "compute_config", "lora_enabled")
+"""What a session given ``model_resource=`` validates against at preview (the declared inputs)."""
 
 
 class ComputeConfigArgs(TypedDict, total=False):
@@ -221,9 +221,7 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
         args: ModelResourceArgs | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {key: getattr(args, key, None) for key in MODEL_RESOURCE.input_keys}
-        props[OWNER_KEY] = declaration_owner(resource_name)
-        props.update(dict.fromkeys(OUTPUT_KEYS))
+        props = declared_props(ModelResource, args, resource_name)
         super().__init__(_ModelResourceProvider(), resource_name, props, opts)
         # What a TrainingSession given `model_resource=self` validates against at preview, when the id is not
         # known yet (a resource created in the same change): the declared inputs, not the outputs.
@@ -243,5 +241,5 @@ class _ModelResourceProvider(KindProvider):
     """The dynamic provider behind :class:`ModelResource`: the shared lifecycle over :data:`MODEL_RESOURCE`.
     This module and class name are pickled into every stack's state (``__provider``): they must not move."""
 
-    schema = MODEL_RESOURCE
-    judge = staticmethod(model_resource_checks.check)
+    schema_at = "pulumi_together_rl.resources.model_resource_schema:MODEL_RESOURCE"
+    checks_at = "pulumi_together_rl.resources.model_resource_checks:check"

@@ -41,8 +41,6 @@ UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id",
 """Provider options: they never replace and never call the API when changed."""
 ESTIMATE_KEYS = ("price_per_hour", "currency")
 """Added by check (estimate-cost); diff never looks at them."""
-SESSION_FACTS = ("base_model", "compute_config", "lora_enabled")
-"""What a session given ``model_resource=`` validates against at preview (the declared inputs)."""
 OUTPUT_KEYS = (
     "status",
     "queue_position",

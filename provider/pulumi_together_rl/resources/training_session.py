@@ -48,11 +48,9 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi.dynamic
 
-from . import training_session_checks
-from .face import KindProvider, declaration_owner
-from .inputs import OWNER_KEY
+from .face import KindProvider, declared_props
+from .keys import DISPLAY_NAME_MAX, SPEC_KEY
 from .model_resource import ModelResource
-from .training_session_schema import DISPLAY_NAME_MAX, OUTPUT_KEYS, SPEC_KEY, TRAINING_SESSION
 
 
 class LoraConfigArgs(TypedDict, total=False):
@@ -213,7 +211,7 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
         args: TrainingSessionArgs | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {key: getattr(args, key, None) for key in TRAINING_SESSION.input_keys}
+        props = declared_props(TrainingSession, args, resource_name)
         resource = getattr(args, "model_resource", None)
         if args is not None and (resource is None) == (args.model_resources_id is None):
             # A program error, raised before anything is registered (the provider never sees it).
@@ -227,8 +225,6 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
         if args is not None and props["display_name"] is None:
             # The provider never sees the resource name; the API takes at most 128 characters.
             props["display_name"] = resource_name[:DISPLAY_NAME_MAX]
-        props[OWNER_KEY] = declaration_owner(resource_name)
-        props.update(dict.fromkeys(OUTPUT_KEYS))
         super().__init__(_TrainingSessionProvider(), resource_name, props, opts)
 
     @staticmethod
@@ -245,5 +241,5 @@ class _TrainingSessionProvider(KindProvider):
     """The dynamic provider behind :class:`TrainingSession`: the shared lifecycle over :data:`TRAINING_SESSION`.
     This module and class name are pickled into every stack's state (``__provider``): they must not move."""
 
-    schema = TRAINING_SESSION
-    judge = staticmethod(training_session_checks.check)
+    schema_at = "pulumi_together_rl.resources.training_session_schema:TRAINING_SESSION"
+    checks_at = "pulumi_together_rl.resources.training_session_checks:check"

@@ -33,7 +33,8 @@ from .inputs import (
     text,
     validate_inputs,
 )
-from .training_session_schema import DISPLAY_NAME_MAX, REPLACE_ON_CHANGES, SPEC_KEY, TRAINING_SESSION
+from .keys import DISPLAY_NAME_MAX, SPEC_KEY
+from .training_session_schema import REPLACE_ON_CHANGES, TRAINING_SESSION
 
 KIND = "training session"
 PATH = "/v1/rl/training-sessions"

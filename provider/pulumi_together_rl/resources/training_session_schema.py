@@ -23,14 +23,11 @@ from ..client.models import (
 )
 from . import watch
 from .inputs import drop_none, is_unknown, iso, pick, short_id
+from .keys import SPEC_KEY
 from .schema import Schema
 
 REPLACE_ON_CHANGES = ("model_resources_id", "lora_config", "resume_from_checkpoint_id", "load_optimizer")
 UPDATE_IN_PLACE = ("display_name", "metadata", "create_timeout", "delete_timeout", "adopt_id")
-SPEC_KEY = "model_resource_spec"
-"""Set by :class:`~.training_session.TrainingSession` from ``model_resource=``: that resource's declared
-``base_model``, ``compute_config`` and ``lora_enabled``, for check to validate against while its id is unknown.
-Diff never looks at it (a change of the resource replaces it, so its id changes)."""
 OUTPUT_KEYS = (
     "status",
     "step",
@@ -45,7 +42,6 @@ OUTPUT_KEYS = (
     "effective_lora_config",
 )
 WANDB_KEYS = ("entity", "project", "group", "run_id", "run_name", "url")
-DISPLAY_NAME_MAX = 128
 
 
 def to_request(inputs: Mapping[str, Any]) -> TrainingSessionCreateRequest:

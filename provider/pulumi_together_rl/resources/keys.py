@@ -1,0 +1,18 @@
+"""The names every face and the core share for what the state holds beside the API's own fields, and the one
+API limit a declaration applies itself. Plain constants: the program side imports them (and nothing heavy)."""
+
+PROVIDER_KEY = "__provider"
+"""Where ``pulumi.dynamic`` keeps the pickled provider in every state."""
+
+OWNER_KEY = "owner"
+"""The declaration a resource belongs to (``org/project/stack/name``), set by the resource class from the
+program, never by the user: the create journal's proof of whose an interrupted create was. Passed through
+``check`` unvalidated and ignored by ``diff``."""
+
+SPEC_KEY = "model_resource_spec"
+"""Set by a training session given ``model_resource=``: that resource's declared ``base_model``,
+``compute_config`` and ``lora_enabled``, for check to validate against while its id is unknown. Diff never looks
+at it (a change of the resource replaces it, so its id changes)."""
+
+DISPLAY_NAME_MAX = 128
+"""The longest ``display_name`` the API takes (a default taken from the Pulumi resource name is cut to it)."""
