@@ -9,7 +9,7 @@ from pulumi_together_rl.client.models import ModelResourceCreateRequest, Trainin
 from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.resources import lifecycle, process
 
-from .conftest import MODEL, configure
+from .conftest import MODEL, OWNER, configure
 
 STOPPED_OR_STOPPING = {"MODEL_RESOURCES_STATUS_STOPPING", "MODEL_RESOURCES_STATUS_STOPPED"}
 
@@ -192,7 +192,9 @@ def test_refresh_after_inactivity_expiry_reports_it_gone(rig):
 
 
 def test_refresh_of_a_live_resource_keeps_declared_inputs_and_invents_no_diff(rig):
-    checked = rig.resources.check({}, {"base_model": MODEL, "base_weights_ref": "together://ml_abc"})
+    checked = rig.resources.check(
+        {}, {"base_model": MODEL, "base_weights_ref": "together://ml_abc", "owner": OWNER + "gpu"}
+    )
     created = rig.resources.create(checked.inputs)
 
     result = rig.resources.read(created.id, created.outs)
@@ -201,6 +203,18 @@ def test_refresh_of_a_live_resource_keeps_declared_inputs_and_invents_no_diff(ri
     assert result.inputs == checked.inputs
     assert result.outs["effective_base_weights_ref"].startswith("together://ml_abc@rv_")
     assert rig.resources.diff(created.id, result.outs, checked.inputs).changes is False
+
+
+def test_refresh_of_outputs_an_earlier_release_wrote_keeps_the_stored_inputs(rig):
+    # Before `owner` and the estimated price, a state's outputs held only the declared inputs: rebuilt from them,
+    # the inputs would lose what check adds now, and the next preview would ask for the price again.
+    created = rig.create_resource()
+    earlier = {k: v for k, v in created.outs.items() if k not in ("owner", "price_per_hour", "currency")}
+
+    result = rig.resources.read(created.id, earlier)
+
+    assert result.id == created.id and result.outs["status"] == "READY"
+    assert result.inputs is None  # the engine keeps the stored inputs
 
 
 def test_get_takes_the_inputs_from_the_api(rig):

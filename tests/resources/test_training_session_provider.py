@@ -13,6 +13,8 @@ from pulumi_together_rl.client.models import (
 from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.resources import process
 
+from .conftest import OWNER
+
 
 @pytest.fixture
 def resource_id(rig) -> str:
@@ -137,7 +139,9 @@ def test_refresh_after_the_resource_expired_reports_the_session_gone(rig):
 
 
 def test_refresh_brings_an_out_of_band_rename_into_the_state_so_up_puts_it_back(rig, resource_id):
-    checked = rig.sessions.check({}, {"model_resources_id": resource_id, "display_name": "declared"})
+    checked = rig.sessions.check(
+        {}, {"model_resources_id": resource_id, "display_name": "declared", "owner": OWNER + "s"}
+    )
     created = rig.sessions.create(checked.inputs)
     rig.client.update_training_session(created.id, TrainingSessionUpdateRequest(display_name="renamed"))
 
@@ -150,7 +154,13 @@ def test_refresh_brings_an_out_of_band_rename_into_the_state_so_up_puts_it_back(
 
 def test_refresh_of_an_unchanged_session_invents_no_diff(rig, resource_id):
     checked = rig.sessions.check(
-        {}, {"model_resources_id": resource_id, "display_name": "s", "metadata": {"wandb": {"run_id": "r1"}}}
+        {},
+        {
+            "model_resources_id": resource_id,
+            "display_name": "s",
+            "metadata": {"wandb": {"run_id": "r1"}},
+            "owner": OWNER + "s",
+        },
     )
     created = rig.sessions.create(checked.inputs)
 

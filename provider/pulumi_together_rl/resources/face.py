@@ -70,7 +70,9 @@ class KindProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         found = _lifecycle().read(self.schema, id_, props)
-        return ReadResult("", {}) if found is None else ReadResult(found.id, found.outputs, inputs=found.inputs)
+        return (
+            ReadResult("", {}) if found is None else ReadResult(found.id, found.outputs, inputs=found.inputs)
+        )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(_lifecycle().update(self.schema, id_, olds, news))

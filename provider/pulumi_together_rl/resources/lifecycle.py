@@ -63,11 +63,11 @@ class Made:
 
 @dataclasses.dataclass(frozen=True)
 class Found:
-    """What a read gives the engine: the id, the state and the inputs to record."""
+    """What a read gives the engine: the id, the state and the inputs to record (None: keep the stored ones)."""
 
     id: str
     outputs: dict[str, Any]
-    inputs: dict[str, Any]
+    inputs: dict[str, Any] | None
 
 
 # ------------------------------------------------------------------------------------------------ diff
@@ -377,8 +377,14 @@ def read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
         return None
     if props.get(schema.required) is None:  # `.get()`: nothing declared, describe what exists
         inputs = schema.inputs_from_api(live)
-    else:
-        inputs = schema.read_inputs(pick(props, keys), live)
+        return Found(ident, schema.to_outputs(inputs, live), inputs)
+    inputs = schema.read_inputs(pick(props, keys), live)
+    if OWNER_KEY not in props:
+        # Outputs an earlier release wrote (an unchanged `up` keeps a state's outputs as they were): the inputs
+        # check added since (the declaration, the estimated price, a session's resource spec) are missing here
+        # but stored with the inputs. Rebuilt from these outputs, they would be dropped at every refresh (and
+        # the price asked for again at every preview): the stored inputs stay as they are.
+        return Found(ident, schema.to_outputs(inputs, live), None)
     return Found(ident, schema.to_outputs(inputs, live), inputs)
 
 
