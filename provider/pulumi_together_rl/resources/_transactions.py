@@ -17,7 +17,9 @@ produced, and never once the engine is gone (:mod:`..lifeline`): then its entry 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pulumi.dynamic import CreateResult
@@ -166,8 +168,9 @@ def _take_over(kind: Kind, client: Any, request: Any, entry: journal.Entry, iden
                 ident,
                 f"an interrupted `pulumi up` of this declaration ({when}) asked for it and never got the answer, "
                 f"and {exc}{_priced(kind, client, request)}",
-                f"If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, remove "
-                f"the journal entry {old.path} and run `pulumi up` to create a new one",
+                f"If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, run "
+                f"`python -m pulumi_together_rl journal dismiss {old.path.stem}` and `pulumi up` to create a new "
+                "one",
             ) from exc
         except Exception as exc:
             # Could not look: creating now might make a second one. Leave the entry for the next run and stop.
@@ -238,6 +241,11 @@ def _interrupted_object(kind: Kind, client: Any, request: Any, old: journal.Entr
     window = old.window()
     if old.snapshot is None or window is None:
         return None  # killed before its POST: nothing was sent
+    # A list can lag a create: right after the interrupted POST, its object may not be listed yet while a
+    # look-alike is. Look only once the list has had time to show it.
+    lag = (max(old.sends) + timedelta(seconds=client.list_lag)) - datetime.now(timezone.utc)
+    if lag.total_seconds() > 0:
+        time.sleep(lag.total_seconds())
     attribution = Attribution(frozenset(old.snapshot), window, claimed=old.claimed, rivals=old.rivals)
     return kind.find(client, request, attribution)
 
