@@ -68,11 +68,12 @@ Team cases (a seeded share of the cycles, in the stand-in cycles and in the CLI 
 * **kill during a take-over**: above.
 
 A failed ``up`` is run again (the user re-running ``pulumi up``), at most 3 tries in all, plus one for each
-interrupt the campaign caused and each journal entry the user removed. A create that cannot tell its object
-from look-alikes touches nothing and raises "none can be proven this create's", naming the journal entry to
-remove if none is the stack's (or ``adopt_id`` if one is): the simulated user cannot tell either and chooses
-the removal (the file the error names), then runs ``up`` again, which makes a new object; the objects that
-error named and that this stack's key made are "left for the user to decide" (below). After the final ``up``
+interrupt the campaign caused and each journal entry the user dismissed. A create that cannot tell its object
+from look-alikes touches nothing and raises "none can be proven this create's", naming the command that
+dismisses its journal entry if none is the stack's (or ``adopt_id`` if one is): the simulated user cannot tell
+either and runs ``python -m pulumi_together_rl journal dismiss <entry>``, then ``up`` again, which makes a new
+object (the dismissed entry stays a rival to every other create); the objects that error named and that this
+stack's key made are "left for the user to decide" (below). After the final ``up``
 (and, with an out-of-band stop, after the second ``up``'s tries) comes ``destroy``, at most 3 tries, with every
 fault rule, list poison and lag setting cleared before the last one so the cleanup can finish. The emulator is
 reset between cycles; the create journal (``TOGETHER_RL_STATE_DIR``) lives in the campaign's own temporary
@@ -86,11 +87,14 @@ provider says). An audit point is the end of an up phase (every stack's, the sta
   CREATING/RUNNING) whose id no stack's state holds, apart from the colleague's own objects and those left for
   the user to decide. Counted once per object.
 * **left for the user to decide** (reported, not a failure): an active object that no state holds, named as a
-  candidate in a "none can be proven this create's" error whose journal entry the user then removed, and made by
+  candidate in a "none can be proven this create's" error whose journal entry the user then dismissed, and made by
   that stack's own key. The user could not tell it apart from the look-alikes either; it still bills until the
   user decides (``python -m pulumi_together_rl orphans`` lists it). A stack's model resource whose destroy is
   refused because such a session is attached to it (the provider never stops sessions it does not manage)
-  waits for that decision too and is counted here, not as billed. Counted once per object.
+  waits for that decision too and is counted here, not as billed. So is an object such an error named on the
+  stack's last try (no try was left for the user to dismiss it) while the create journal still records that
+  declaration's unanswered create: ``journal list`` shows it, and the next ``up`` asks the same question.
+  Counted once per object.
 * **duplicates**: per stack (by the key that made each object) and per declared request, no more objects were
   ever active at the same time than the stack declares of that request (the resource: 1, or 2 with twins; a
   session: by display name, 1, or 2 for a twin; a session of that stack's key matching no declared display name
@@ -99,11 +103,16 @@ provider says). An audit point is the end of an up phase (every stack's, the sta
   ``updated_at`` minus the longest stopping time that can precede it, a lower bound). An object made while its
   stack already had as many of its request active counts once (``stops_ignored`` can keep a "stopped" one
   active: that is what it probes); the objects the user chose to leave (named by an error whose journal entry the
-  user removed) are not counted: the new object is what that choice asked for, and the old one is in its own
+  user dismissed) are not counted: the new object is what that choice asked for, and the old one is in its own
   figure (or, if another stack then held it, in "taken").
   Overlaps shorter than the stopping time (< 0.3 s) can be missed, never invented.
 * **taken from another owner**: at any audit point, an id held in a stack's state (or pending delete) whose
   object was made by another key: another stack's POST, or the colleague's. Counted once per stack and object.
+* **taken, indistinguishable from the stack's own** (reported, not a failure): the one case of the above that
+  the provider's documented limit (``client/reconcile.py``: "a match is evidence, not proof") admits, checked
+  from the request log: another key's create with the very same request body made the object after the stack's
+  last list before its POST and before that POST arrived, and the stack's POST failed without acting. Both keys
+  are the same user, the API takes no idempotency key, and nothing it answers tells the two creates apart.
 * **healthy objects stopped**: a stop request (``POST .../stop`` in the emulator's request log, whether or not
   it acted) on an object, counted once per object, when (a) its key is not the key whose create made the object
   (another stack's, or the colleague's; the out-of-band stopper's key is the injected fault itself and is left
@@ -163,6 +172,7 @@ import random
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -242,7 +252,7 @@ SESSION_CODES = (
 )
 WORDS = "otter heron lynx ibis marten wren bison gecko koi tern puffin vole".split()
 TRIES = 3  # tries of an up phase and of destroy (the first one included)
-EXTRA_TRIES = 4  # at most this many more tries of an up: one per interrupt and per entry removed
+EXTRA_TRIES = 4  # at most this many more tries of an up: one per interrupt and per entry dismissed
 KILL_LATENCY = 1.0  # the in-flight POST an interrupt lands in
 KILL_WAIT_TIMING = 0.8  # provisioning time of the object whose wait an interrupt lands in
 TAKEOVER_TIMING = 5.0  # provisioning time of the killed kind when the take-over is killed too
@@ -250,7 +260,7 @@ COLLEAGUE_LATENCY = 0.6  # the in-flight POST a colleague's look-alike lands in
 SLOW_TIMEOUT = 1.0  # the declared create_timeout of the kind a create-timeout fault slows down
 SLOW_TIMING = 2.5  # its provisioning time in the first try (then back to the cycle's own)
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-REMOVE = re.compile(r"remove the journal entry\s+(\S+?\.json)")
+DISMISS = re.compile(r"journal dismiss\s+([0-9a-f]+)")
 CANDIDATES = re.compile(r"match(?:es)? it \((.*?)\), (?:but another create|so none can be proven)", re.S)
 TIMED_OUT = re.compile(
     rf"creating (?:model resource|training session) \(({UUID.pattern})\): timed out after \d"
@@ -697,7 +707,9 @@ class Report:
     healthy: set[str] = dataclasses.field(default_factory=set)
     left: set[str] = dataclasses.field(default_factory=set)
     left_named: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # (digest of the stack, id)
-    removed: int = 0  # journal entries the user removed
+    named: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)  # (digest, stack name, id)
+    unprovable: set[str] = dataclasses.field(default_factory=set)
+    removed: int = 0  # journal entries the user dismissed
     errors: list[str] = dataclasses.field(default_factory=list)  # every error message seen
     outputs: list[str] = dataclasses.field(default_factory=list)  # provider / CLI output
     findings: list[str] = dataclasses.field(default_factory=list)
@@ -1142,7 +1154,7 @@ class Campaign(CLICampaign):
         self, plan: Plan, stack: Stack, report: Report, killer: Killer | None, *, first: bool
     ) -> bool:
         """``pulumi up`` until it succeeds: at most TRIES tries, plus one per interrupt and per try after which
-        the user removed a journal entry (bounded)."""
+        the user dismissed a journal entry (bounded)."""
         tries, attempt = TRIES, 0
         takeover: TakeoverKiller | None = None
         try:
@@ -1185,25 +1197,38 @@ class Campaign(CLICampaign):
 
     def user_reads(self, report: Report, stack: Any, errors: Iterable[str]) -> int:
         """The user reads the errors of a failed ``up``: where one says that none of the look-alikes can be
-        proven this create's and names the journal entry to remove "if none is" (or adopt_id "if one is"), the
-        user, who cannot tell either, removes that entry. Returns how many were removed."""
-        removed = 0
+        proven this create's and names the command that dismisses its journal entry "if none is" (or adopt_id
+        "if one is"), the user, who cannot tell either, runs that command. Returns how many were dismissed."""
+        dismissed = 0
         for text in errors:
-            for match in REMOVE.finditer(text):
-                path = Path(match.group(1))
+            with report.lock:
+                report.named |= {
+                    (stack.digest, stack.name, ident)
+                    for found in CANDIDATES.finditer(text)
+                    for ident in UUID.findall(found.group(1))
+                }
+            for match in DISMISS.finditer(text):
+                entry = match.group(1)
                 named = {i for found in CANDIDATES.finditer(text) for i in UUID.findall(found.group(1))}
                 with report.lock:
                     report.left_named |= {(stack.digest, ident) for ident in named}
-                if path.exists():
-                    path.unlink()
-                    removed += 1
+                done = subprocess.run(
+                    [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", entry],
+                    env={**os.environ, "TOGETHER_RL_STATE_DIR": str(self.state_dir)},
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=False,
+                )
+                if done.returncode == 0:
+                    dismissed += 1
                     with report.lock:
                         report.removed += 1
                         report.notes.append(
-                            f"{stack.label}: the user removed the journal entry {path.name} "
+                            f"{stack.label}: the user dismissed the journal entry {entry} "
                             f"(candidates named: {', '.join(sorted(named)) or 'none'})"
                         )
-        return removed
+        return dismissed
 
     def await_inflight(self, killer: Killer) -> None:
         """After a kill during a POST's latency: let those POSTs land before the user's next `pulumi up`."""
@@ -1360,8 +1385,25 @@ class Campaign(CLICampaign):
                     report.left,
                     ident,
                     f"left for the user to decide (not a failure): {kind_of(obj)} {ident}, made by {who(digest)}, "
-                    f"is {short(obj['status'])}: the user removed the journal entry that named it among "
+                    f"is {short(obj['status'])}: the user dismissed the journal entry that named it among "
                     "look-alikes none of which could be proven the stack's",
+                )
+        open_entries = [e for e in journal_entries(0.0) if e.state in ("intent", "posting")]
+        for digest, stack_name, ident in sorted(report.named):
+            obj = known.get(ident)
+            if obj is None or not active(obj) or creators.get(ident) != digest or ident in ids:
+                continue
+            if (digest, ident) in report.left_named or ident in report.left:
+                continue
+            entry = next((e for e in open_entries if f"/{stack_name}/" in str(e.owner)), None)
+            if entry is not None:  # recorded, named to the user: what a next try would ask them to decide
+                report.find(
+                    report.left,
+                    ident,
+                    f"left for the user to decide (not a failure): {kind_of(obj)} {ident}, made by {who(digest)}, "
+                    f"is {short(obj['status'])}: the last try's error named it among look-alikes none of which "
+                    f"could be proven the stack's, and the create journal still records it (entry "
+                    f"{entry.path.stem}: `journal list` shows it)",
                 )
         for obj in objects:
             ident = obj["id"]
@@ -1412,8 +1454,12 @@ class Campaign(CLICampaign):
         self.audit_taken(report, stacks, state)
 
     def audit_taken(self, report: Report, stacks: list[Any], state: dict[str, Any] | None = None) -> None:
-        """Taken from another owner: an id a stack's state holds whose object another key made."""
-        creators = (state or self.control.state())["created_with"]
+        """Taken from another owner: an id a stack's state holds whose object another key made (apart from the
+        one race no answer of the API can tell apart, :meth:`indistinguishable`, counted on its own)."""
+        state = state or self.control.state()
+        creators = state["created_with"]
+        known = {o["id"]: o for o in (*state["model_resources"], *state["training_sessions"])}
+        requests: list[dict[str, Any]] | None = None
         for stack in stacks:
             entries = [
                 *stack.held().items(),
@@ -1421,12 +1467,71 @@ class Campaign(CLICampaign):
             ]
             for name, ident in entries:
                 if ident in creators and creators[ident] != stack.digest:
+                    requests = self.control.requests() if requests is None else requests
+                    race = self.indistinguishable(stack.digest, creators[ident], known.get(ident), requests)
+                    if race is not None:
+                        report.find(
+                            report.unprovable,
+                            f"{stack.name}:{ident}",
+                            f"taken, indistinguishable (not a failure): {stack.label}'s {name} holds {ident}, "
+                            f"which {who(creators[ident])} made with the same request {race}",
+                        )
+                        continue
                     report.find(
                         report.taken,
                         f"{stack.name}:{ident}",
                         f"taken from another owner: {stack.label}'s {name} holds {ident}, which "
                         f"{who(creators[ident])} made",
                     )
+
+    @staticmethod
+    def indistinguishable(
+        digest: str, maker: str, obj: dict[str, Any] | None, requests: list[dict[str, Any]]
+    ) -> str | None:
+        """The limit client/reconcile.py documents, checked from the emulator's request log: another key's create
+        of the very same request made ``obj`` after the stack's last list before its own POST and before that
+        POST arrived, and the stack's POST failed without acting. The API answers both keys alike (the same user,
+        ``created_by=me``) and takes no idempotency key: nothing it says tells the two creates apart. Returns
+        how it happened, or None when anything else explains it."""
+        if obj is None:
+            return None
+        collection = (
+            "/v1/rl/model-resources" if kind_of(obj) == "model resource" else "/v1/rl/training-sessions"
+        )
+        made = parse_time(obj["created_at"])
+        theirs = [
+            r
+            for r in requests
+            if r["method"] == "POST"
+            and r["path"] == collection
+            and r["key"] == maker
+            and parse_time(r["at"]) <= made
+        ]
+        if not theirs:
+            return None
+        body = theirs[-1].get("body")
+        for i, mine in enumerate(requests):
+            sent = parse_time(mine["at"])
+            if not (
+                mine["method"] == "POST"
+                and mine["path"] == collection
+                and mine["key"] == digest
+                and mine.get("body") == body
+                and not mine["handled"]  # refused before the handler ran: it made nothing
+                and sent >= made
+            ):
+                continue
+            lists = [
+                r
+                for r in requests[:i]
+                if r["method"] == "GET" and r["path"] == collection and r["key"] == digest and r["handled"]
+            ]
+            if lists and parse_time(lists[-1]["at"]) < made:
+                return (
+                    f"{(sent - made).total_seconds() * 1000:.0f} ms before the stack's own POST arrived (which "
+                    f"failed with {mine['status'] or 'no answer'} without acting), after the stack's last list"
+                )
+        return None
 
     def audit_duplicates(self, plan: Plan, stacks: list[Any], state: dict[str, Any], report: Report) -> None:
         t = plan.timings
@@ -1838,6 +1943,7 @@ class Colleague(threading.Thread):
 
 # ------------------------------------------------------------------------------------------------- main
 
+NOT_FAILURES = ("left for the user", "taken, indistinguishable")  # findings reported, not failures
 MUST_BE_ZERO = (
     "orphans",
     "duplicates",
@@ -1920,7 +2026,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             for finding in report.findings:
                 print(f"chaos: cycle {cycle} (replay: {replay}): {finding}", file=sys.stderr, flush=True)
-            failing = any(not f.startswith("left for the user") for f in report.findings)
+            failing = any(not f.startswith(NOT_FAILURES) for f in report.findings)
             if failing and args.evidence is not None:
                 write_evidence(args.evidence / f"cycle-{cycle}", report)
             if failing or args.verbose:
@@ -1951,6 +2057,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kills during a take-over: {sum(r.takeover_kills for r in reports)}")
     print(f"poisoned lists: {sum(r.poisoned for r in reports)}")
     print(f"left for the user to decide: {sum(len(r.left) for r in reports)}")
+    print(f"taken, indistinguishable from the stack's own: {sum(len(r.unprovable) for r in reports)}")
     for name, value in totals.items():
         print(f"{name}: {value}")
     sys.stdout.flush()
