@@ -134,6 +134,21 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {orphans.DEFAULT_STOP_TIMEOUT:g})",
     )
     sub.set_defaults(handler=_orphans, parser=sub)
+    entries = commands.add_parser(
+        "journal",
+        help="list the create journal's unfinished entries, or dismiss one an ambiguous take-over named",
+        description=(
+            "List the unfinished entries of this machine's create journal (creates in flight, or left by an "
+            "interrupted `pulumi up`). `journal dismiss ENTRY` records that none of the objects an ambiguous "
+            "take-over of that entry found is its declaration's: the next `pulumi up` creates a new one, and "
+            "the entry stays a rival to every other create, so that none takes those objects either."
+        ),
+    )
+    entries.add_argument("action", nargs="?", choices=["list", "dismiss"], default="list")
+    entries.add_argument(
+        "entry", nargs="*", metavar="ENTRY", help="with dismiss: the entry (its file name, or a prefix)"
+    )
+    entries.set_defaults(handler=_journal, parser=entries)
     pack = commands.add_parser(
         "policy-pack",
         help="write the Together RL policy-pack folder for `pulumi preview --policy-pack`",
@@ -176,6 +191,43 @@ def _orphans(args: argparse.Namespace) -> int:
     if args.yes and not args.stop:
         args.parser.error("--yes answers the prompt of --stop; pass --stop with it.")
     return orphans.run(args)
+
+
+def _journal(args: argparse.Namespace) -> int:
+    from . import journal
+
+    found = [e for e in journal.entries() if e.state != "done"]
+    if args.action == "list":
+        if args.entry:
+            args.parser.error("list takes no ENTRY")
+        for entry in found:
+            print(
+                f"{entry.path.stem}  {entry.state:<9}  {entry.kind:<16}  {entry.owner or '(no declaration)'}  "
+                f"{entry.started.strftime('%Y-%m-%d %H:%M:%S UTC')}  {entry.id or '-'}"
+                + ("  (in flight)" if entry.in_flight() else "")
+                + (f"  {entry.note}" if entry.note else "")
+            )
+        print(f"{len(found)} unfinished entr{'y' if len(found) == 1 else 'ies'} in {journal.directory()}")
+        return 0
+    if not args.entry:
+        args.parser.error("dismiss takes the ENTRY an error named")
+    status = 0
+    for name in args.entry:
+        matching = [e for e in found if e.path.stem.startswith(name.removesuffix(".json"))]
+        if len(matching) != 1:
+            print(f"error: dismissing journal entry {name}: {len(matching)} unfinished entries match it. "
+                  "Run `python -m pulumi_together_rl journal` to list them", file=sys.stderr)  # fmt: skip
+            status = 1
+        elif not matching[0].claim():
+            print(f"error: dismissing journal entry {name}: a running `pulumi up` holds it. Let it finish, "
+                  "then run this again", file=sys.stderr)  # fmt: skip
+            status = 1
+        else:
+            matching[0].dismiss()
+            print(
+                f"dismissed {matching[0].path.stem}: the next `pulumi up` of {matching[0].owner} creates a new one"
+            )
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,9 @@ a per-user folder, holding:
 States: ``intent`` (written, nothing sent) -> ``posting`` (snapshot taken, POST sent or about to be) ->
 ``created`` (the id is known) -> ``done`` (the create answered its engine). A ``done`` entry stays as the
 record that its id is claimed until it ages out, and is never taken over; an entry whose object was stopped is
-removed.
+removed. ``dismissed``: the user said (``python -m pulumi_together_rl journal dismiss``) that none of the
+objects an ambiguous take-over found is its declaration's: it is never taken over, and it stays what it was to
+everyone else (a rival whose POST may have made one of them), so that no other create takes them either.
 
 **Liveness is a lock, not a pid.** The process making a create holds an exclusive ``flock`` on the entry's
 ``.lock`` file for as long as the create runs. The kernel drops it when the process dies, whatever the signal,
@@ -81,7 +83,7 @@ POST_BOUND = 60.0
 """Seconds after its last send within which a POST whose process died mid-request can still have made its
 object (the client's default read timeout: no answer comes later)."""
 
-STATES = ("intent", "posting", "created", "done")
+STATES = ("intent", "posting", "created", "done", "dismissed")
 
 _lock = threading.Lock()
 _warned: set[str] = set()
@@ -350,6 +352,13 @@ class Entry:
     def done(self) -> None:
         """The engine has the answer: keep the entry as the record that its id is claimed, and release it."""
         self.state = "done"
+        self._write()
+        self.release()
+
+    def dismiss(self) -> None:
+        """The user's word: nothing this create may have made is the declaration's. Kept (a rival to others)."""
+        self.state = "dismissed"
+        self.note = f"dismissed at {now_iso()}: none of the objects its take-over found is this declaration's"
         self._write()
         self.release()
 
@@ -661,7 +670,7 @@ def interrupted(
         for e in entries()
         if e.path != exclude
         and e.version >= VERSION
-        and e.state != "done"
+        and e.state not in ("done", "dismissed")
         and e.key == key
         and e.age(now) < MAX_AGE
         and not e.in_flight()
@@ -699,7 +708,7 @@ def _prune(exclude: Path) -> None:
     for old in entries(warn=None):
         if old.path == exclude:
             continue
-        expired = old.age(now) > (MAX_AGE if old.state == "done" else FORGET_AFTER)
+        expired = old.age(now) > (MAX_AGE if old.state in ("done", "dismissed") else FORGET_AFTER)
         if expired and old.claim():
             old.discard()
     folder = directory()

@@ -240,19 +240,52 @@ def test_a_lookup_that_fails_for_now_is_not_found_yet_and_the_looking_goes_on():
 
 
 def test_an_answered_failure_keeps_looking_while_the_list_lags_and_never_resends():
-    """The server made it and answered 500; the list shows it only at the third look: no second object."""
-    script = Script(
-        page([]),
-        error(500, "boom"),
-        page([]),
-        page([]),
-        page([session_json("ts_mine", display_name="exp-1")]),
-    )
+    """The server made it and answered 500; the list shows it only at the third look: no second object. Once
+    seen, it must stay the only candidate for the list lag before it is taken (the confirmation looks)."""
+    mine = page([session_json("ts_mine", display_name="exp-1")])
+    script = Script(page([]), error(500, "boom"), page([]), page([]), *[mine] * 40)
     sleeps = Sleeps()
     found = make_client(script, sleeps=sleeps, list_lag=5.0).create_training_session(SESSION_REQ)
     assert found.id == "ts_mine"
     assert script.calls("POST") == [f"POST {SESSIONS}"]
-    assert sum(sleeps) <= 5.0 + 2.0  # the pause, then lookups within the lag window
+    assert 5.0 <= sum(sleeps) <= 2 * 5.0 + 2.0  # the pause, the lookups within the lag, the confirmation
+
+
+def test_a_look_alike_seen_alone_while_the_list_lags_is_not_taken_once_the_own_object_shows():
+    """The create's POST acted and answered 500; a colleague's identical object (made meanwhile) is listed
+    first while the list still hides the create's own. A candidate must stay unique for the list lag: when the
+    own object shows up within it, there are two, and none is taken (nor is anything resent)."""
+    colleagues = session_json("ts_colleague", display_name="exp-1", created_at=ago(2))
+    mine = session_json("ts_mine", display_name="exp-1")
+    script = Script(
+        page([]), error(500, "boom"), page([colleagues]), page([colleagues]), page([colleagues, mine])
+    )
+    with pytest.raises(ServerError) as caught:
+        make_client(script, list_lag=5.0).create_training_session(SESSION_REQ)
+    assert caught.value.maybe_created is True
+    assert "ts_colleague" in str(caught.value) and "ts_mine" in str(caught.value)
+    assert script.calls("POST") == [f"POST {SESSIONS}"]
+
+
+def test_the_journal_is_read_after_the_list_so_a_create_that_records_its_id_meanwhile_is_never_taken():
+    """Another process's create of the same request is unanswered while this lookup starts, and records its id
+    while the list is being answered. Read before the list, its entry would be neither a claim (no id yet) nor a
+    rival (an id by then): its object would be taken."""
+    journal = {"id": None}
+
+    def listing(request):
+        journal["id"] = "mr_theirs"  # their POST answered and their journal recorded it, meanwhile
+        return page([resource_json("mr_theirs")])
+
+    def claimed():
+        return {journal["id"]} - {None}
+
+    def rivals():
+        return [] if journal["id"] else [(now() - timedelta(seconds=5), now())]
+
+    client = make_client(Script(listing))
+    found = client.find_created_model_resource(REQ, attribution=anywhere(claimed=claimed, rivals=rivals))
+    assert found is None
 
 
 def test_a_503_without_acting_never_adopts_an_identical_object_that_existed_before_the_send():

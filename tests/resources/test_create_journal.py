@@ -263,7 +263,11 @@ def test_two_look_alikes_inside_the_window_are_ambiguous_nothing_is_taken_and_no
 
     message = str(caught.value)
     assert ours["id"] in message and colleagues["id"] in message
-    assert "none can be proven" in message and "adopt_id" in message and str(entry.path) in message
+    assert (
+        "none can be proven" in message
+        and "adopt_id" in message
+        and f"journal dismiss {entry.path.stem}" in message
+    )
     assert "USD/h" in message  # what each costs
     assert rig.posts(RESOURCES) == []
     assert sorted(active(rig, "model_resources")) == sorted([ours["id"], colleagues["id"]])  # nothing stopped
@@ -470,3 +474,51 @@ def test_a_done_record_is_never_taken_over_even_by_the_same_declaration_name(rig
 
     assert second.id != first.id and len(rig.posts(RESOURCES)) == 1
     assert sorted(active(rig, "model_resources")) == sorted([first.id, second.id])
+
+
+def test_dismissing_an_ambiguous_entry_keeps_it_a_rival_so_another_stack_never_takes_the_look_alike(rig):
+    """Two stacks' identical creates both got no answer; each run refuses (each contests the other). The user
+    of one dismisses its entry as the error says: its next run creates a new one, and the other stack's
+    take-over still cannot take the object the dismissed create may have made."""
+    mine = left_entry(rig, REQUEST)
+    left_entry(rig, REQUEST, owner="organization/test/prod/gpu")
+    made = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+    with pytest.raises(UserError, match="journal dismiss") as caught:
+        rig.create_resource()
+    assert mine.path.stem in str(caught.value)
+
+    dismissed = subprocess.run(
+        [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", mine.path.stem],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert dismissed.returncode == 0, dismissed.stderr
+    fresh = rig.create_resource()  # a new one: the dismissed entry is never taken over
+    assert fresh.id != made["id"]
+
+    with pytest.raises(UserError, match="another create of the same request"):
+        rig.create_resource(owner="organization/test/prod/gpu")  # still contested by the dismissed entry
+    assert made["id"] in active(rig, "model_resources")
+
+
+def test_the_journal_command_lists_unfinished_entries_and_refuses_to_dismiss_one_in_flight(rig):
+    entry = left_entry(rig, REQUEST, ident="mr_listed")
+    listed = subprocess.run(
+        [sys.executable, "-m", "pulumi_together_rl", "journal"], capture_output=True, text=True, timeout=60
+    )
+    assert entry.path.stem in listed.stdout and "mr_listed" in listed.stdout and GPU in listed.stdout
+    holder = hold_lock(entry)
+    try:
+        refused = subprocess.run(
+            [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", entry.path.stem[:8]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert refused.returncode == 1 and "a running `pulumi up` holds it" in refused.stderr
+    assert [e.state for e in journal.unfinished()] == ["created"]

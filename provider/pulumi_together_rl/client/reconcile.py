@@ -142,6 +142,8 @@ class Attribution:
     """Ids other declarations hold."""
     rivals: Callable[[], list[Window]] = list
     """Windows of other unanswered creates of the same request."""
+    claim: bool = True
+    """Whether a unique candidate is claimed (False: only looked at, for a confirmation still to come)."""
 
 
 class AmbiguousCreate(TogetherError):
@@ -268,7 +270,7 @@ class CreateReconciler:
                     record.answered()
                 raise failure
 
-            def look(existing: frozenset[str] = existing) -> M | None:
+            def look(claim: bool, existing: frozenset[str] = existing) -> M | None:
                 # No time window in the process that sent it: the snapshot already rules out everything made
                 # before the send, and a wall-clock bound would let clock skew turn "made" into "nothing
                 # made" (and a resend). The caller's record rules out what other declarations hold or may
@@ -279,6 +281,7 @@ class CreateReconciler:
                         None,
                         claimed=record.claimed if record is not None else set,
                         rivals=record.rivals if record is not None else list,
+                        claim=claim,
                     )
                 )
 
@@ -325,27 +328,52 @@ class CreateReconciler:
         self,
         kind: _Kind,
         failure: TogetherError,
-        look: Callable[[], M | None],
+        look: Callable[[bool], M | None],
         window: float,
         *,
         first_wait: bool = True,
     ) -> tuple[M | None, TogetherError | None, float]:
         """Look for a failed create's object for ``window`` seconds (sleeping between lookups; the first
-        lookup at once when ``first_wait`` is false, as after an answered failure's own pause)."""
+        lookup at once when ``first_wait`` is false, as after an answered failure's own pause).
+
+        A candidate is taken only once it has stayed the one and only candidate for ``list_lag`` seconds (the
+        looking goes on past ``window`` for that): a list can lag a create, and while it hides this create's
+        own object, a look-alike that another process made meanwhile would look unique."""
+        confirm = self.list_lag
         waited = 0.0
         delay = min(SETTLE_FIRST_DELAY, window) if first_wait else 0.0
         lookups = 0
+        seen: tuple[str, float] | None = None  # the unique candidate so far, and when it was first seen alone
         while True:
             if delay > 0:
                 self._transport.wait(delay)
             waited += delay
-            found, lookup_error = self._lookup(look)
+            found, lookup_error = self._lookup(lambda: look(confirm <= 0))
             lookups += 1
             # A lookup that fails for now (429, 5xx, no answer) is "not found yet": an outage that takes the
             # list down with the create must not end the looking before the window does.
             retry = lookup_error is not None and is_transient(lookup_error)
-            if found is not None or (lookup_error is not None and not retry) or waited >= window:
-                return found, lookup_error, waited
+            if lookup_error is not None and not retry:
+                return None, lookup_error, waited
+            if found is not None and confirm <= 0:
+                return found, None, waited
+            if found is not None:
+                if seen is None or seen[0] != found.id:
+                    seen = (found.id, waited)
+                if waited - seen[1] >= confirm:
+                    claimed, lookup_error = self._lookup(lambda: look(True))
+                    if claimed is not None and claimed.id == found.id:
+                        return claimed, None, waited
+                    if lookup_error is not None and not is_transient(lookup_error):
+                        return None, lookup_error, waited
+                    seen = None  # it changed under us: keep looking
+                else:
+                    delay = min(SETTLE_FIRST_DELAY, confirm - (waited - seen[1]))
+                    continue
+            else:
+                seen = None
+            if waited >= window:
+                return None, lookup_error, waited
             if lookups == 1:
                 _say(
                     f"create of {kind.name} failed ({failure}); looking for the {kind.name} it may have "
@@ -384,10 +412,14 @@ class CreateReconciler:
         matches: Callable[[Any], bool],
         attribution: Attribution,
     ) -> Any:
+        listed = list(_pages(list_page, strict=True))
+        # What others hold and may have made is read after the list, rivals first: another create that records
+        # its id meanwhile is then either still a rival (no id yet) or already a claim, never neither.
+        rivals = attribution.rivals()
         skip = set(attribution.existing) | attribution.claimed()
         candidates = [
             item
-            for item in _pages(list_page, strict=True)
+            for item in listed
             if item.id not in skip
             and (self.base_url, item.id) not in _CLAIMS
             and (attribution.window is None or _within(item.created_at, attribution.window))
@@ -395,12 +427,13 @@ class CreateReconciler:
         ]
         if not candidates:
             return None
-        rivals = attribution.rivals()
         contested = any(_within(c.created_at, w) for c in candidates for w in rivals)
         if len(candidates) > 1 or contested:
             candidates.sort(key=lambda c: (_aware(c.created_at), c.id))
             raise AmbiguousCreate(kind.name, candidates, contested)
         item = candidates[0]
+        if not attribution.claim:
+            return item
         return item if _CLAIMS.claim(self.base_url, item.id) else None
 
 

@@ -21,12 +21,20 @@ error codes), :mod:`.settings` (defaults and validation) and :mod:`.errors` (dom
 Control API
 -----------
 ``POST /_emulator/reset``; ``GET|PATCH /_emulator/settings`` (keys: ``timings`` {resource_pending,
-resource_creating, resource_stopping, session_creating, session_stopping}, ``api_key``, ``user_id``,
-``conflict_status``, ``session_cap_lora``, ``session_cap_full``, ``queue_position``, ``supported_models``);
+resource_creating, resource_stopping, session_creating, session_stopping}, ``api_key``, ``api_keys``,
+``user_id``, ``conflict_status``, ``session_cap_lora``, ``session_cap_full``, ``queue_position``,
+``supported_models``, ``read_lag``, ``list_lag``, ``stops_ignored``);
 ``GET /_emulator/clock``; ``POST /_emulator/clock/advance {"seconds"}`` -> ``{"now"}``;
 ``POST /_emulator/fail-next {"kind", "code", "message"?, "id"?}``; ``POST|GET|DELETE /_emulator/faults`` and
 ``DELETE /_emulator/faults/{id}``; ``GET|DELETE /_emulator/requests`` (``?clear=true`` reads and clears);
-``GET /_emulator/state``. Control errors use the same envelope (400 with ``param``).
+``GET|PUT /_emulator/list-extras[/{collection}]``; ``GET /_emulator/state`` (the objects, and
+``created_with``: which key made each). Control errors use the same envelope (400 with ``param``).
+
+A team's keys: ``api_key`` plus ``api_keys`` are accepted (any non-empty key when both are unset), all of them
+keys of the one user ``user_id``, so every key sees every object as ``created_by=me``. Only the control API tells
+them apart, by ``key_digest(key)`` (``key-`` + 16 hex digits of its SHA-256, never the key): ``created_with`` in
+``GET /_emulator/state`` (the key of each object's create) and ``key`` in each request log entry (the key that
+sent it, e.g. a stop).
 
 Choices where the public documentation is silent
 ------------------------------------------------
@@ -131,10 +139,12 @@ Faults and the request log
   * Faults apply only to ``/v1`` paths; the first rule that fires handles the request; ``status`` is an error
     status (400-599: the answer is the error envelope, which a 1xx/2xx/3xx cannot carry) or ``null``, which
     with no drop means latency only. Extra rule fields beyond the brief: ``retry_after_ms`` (header
-    ``retry-after-ms``) ``message`` and ``param`` (the error envelope's). ``Retry-After`` is written as an integer when whole.
+    ``retry-after-ms``) ``message`` and ``param`` (the error envelope's), ``keys`` (key digests: only
+    requests sent with one of those keys). ``Retry-After`` is written as an integer when whole.
   * Request log entries: ``method, path, query, status`` (null when the connection was dropped), ``fault``
     (rule id or null), ``handled`` (the real handler ran), ``handler_status`` (act-then-fail only), ``at``
-    (emulator time), ``user_agent``, ``body`` (parsed JSON, or text). ``Authorization`` is never logged.
+    (emulator time), ``user_agent``, ``key`` (the ``key_digest`` of the bearer key, None without one), ``body``
+    (parsed JSON, or text). ``Authorization`` (the key itself) is never logged.
 """
 
 from __future__ import annotations

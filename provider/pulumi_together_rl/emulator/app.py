@@ -14,6 +14,12 @@ as they are to the ``data`` of every answer of that list (``model-resources`` or
 whatever the filters and page): an object a client cannot read (``{"id": "x", "status": 7}``) sitting in the
 API's lists among the real ones, which no fault rule (a whole answer replaced by an error) can express. They
 are not objects of the state (no GET finds them), and ``reset`` clears them.
+
+A team's keys (settings ``api_key`` and ``api_keys``: several keys of one user): every accepted key sees every
+object as ``created_by=me``, as on the real API. The control API alone tells them apart, by
+:func:`~.settings.key_digest`: ``GET /_emulator/state`` maps each object's id to the digest of the key whose
+create made it (``created_with``), and each request log entry names the digest of the key that sent it
+(``key``). No API answer carries either.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .errors import CapReached, Conflict, DomainError, InvalidRequest, NotFound
-from .faults import FaultBook, FaultMiddleware, RequestLog, envelope, error_type_for
+from .faults import FaultBook, FaultMiddleware, RequestLog, bearer_key, envelope, error_type_for
 from .records import ModelResourceRecord, Page, TrainingSessionRecord, iso
+from .settings import key_digest
 from .state import EmulatorState
 from .tables import WANDB_KEYS
 
@@ -199,6 +206,11 @@ async def _body(request: Request, *, required: bool = True) -> _Fields:
     return _Fields(data)
 
 
+def _creator(request: Request) -> str | None:
+    key = bearer_key(request.headers)
+    return key_digest(key) if key else None
+
+
 def _query_list(request: Request, name: str) -> list[str] | None:
     """A repeated and/or comma-joined query parameter (``status=A,B`` or ``status=A&status=B``)."""
     values = request.query_params.getlist(name)
@@ -355,13 +367,12 @@ def _build_api(emu: EmulatorApp) -> FastAPI:
     # ------------------------------------------------------------------------------------------ auth
 
     def authenticate(request: Request) -> None:
-        header = request.headers.get("authorization", "")
-        scheme, _, key = header.partition(" ")
-        key = key.strip()
-        if scheme.lower() != "bearer" or not key:
+        key = bearer_key(request.headers)
+        if key is None:
             raise _Unauthorized("Missing API key: send 'Authorization: Bearer <key>'.", "missing_api_key")
-        expected = state.setting("api_key")
-        if expected is not None and key != expected:
+        # api_key and api_keys: the keys of the one user; both unset: any key is that user's.
+        accepted = [k for k in [state.setting("api_key"), *state.setting("api_keys")] if k is not None]
+        if accepted and key not in accepted:
             raise _Unauthorized("Invalid API key provided.", "invalid_api_key")
 
     @api.exception_handler(_Unauthorized)
@@ -375,7 +386,7 @@ def _build_api(emu: EmulatorApp) -> FastAPI:
     @v1.post("/model-resources")
     async def create_model_resource(request: Request) -> Any:
         spec = state.resolve_resource_spec(**_resource_create_args(await _body(request)))
-        return resource_json(state.create_model_resource(spec))
+        return resource_json(state.create_model_resource(spec, created_with=_creator(request)))
 
     @v1.get("/model-resources")
     async def list_model_resources(request: Request) -> Any:
@@ -429,6 +440,7 @@ def _build_api(emu: EmulatorApp) -> FastAPI:
             lora_config=lora_args,
             wandb=_wandb(body),
             resume_from_checkpoint_id=body.text("resume_from_checkpoint_id"),
+            created_with=_creator(request),
         )
         return session_json(rec)
 
@@ -570,6 +582,8 @@ def _control_router(emu: EmulatorApp) -> APIRouter:
             "now": iso(state.now()),
             "model_resources": [resource_json(r) for r in resources],
             "training_sessions": [session_json(s) for s in sessions],
+            # Which key made each object (key_digest; None: made without one, e.g. by a test calling the state).
+            "created_with": {o.id: o.created_with for o in (*resources, *sessions)},
         }
 
     return control

@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 
+from .settings import key_digest
+
 
 class EmulatorControlError(RuntimeError):
     """The control API refused a call (its error envelope's message is the exception message)."""
@@ -44,6 +46,9 @@ class EmulatorControl:
 
     def __repr__(self) -> str:
         return f"EmulatorControl({self.base_url!r})"
+
+    #: ``key_digest(key)``: how the state (``created_with``) and the request log (``key``) name a key.
+    key_digest = staticmethod(key_digest)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._http.request(method, path, **kwargs)
@@ -112,14 +117,17 @@ class EmulatorControl:
         return self._call("GET", "/list-extras")["data"]
 
     def requests(self, clear: bool = False) -> list[dict[str, Any]]:
-        """The public requests received so far: ``{method, path, query, status, fault, handled, at, ...}``."""
+        """The public requests received so far: ``{method, path, query, status, fault, handled, at, key, ...}``
+        (``key``: the :func:`key_digest` of the key that sent it, None without one)."""
         return self._call("GET", "/requests", params={"clear": "true"} if clear else None)["data"]
 
     def clear_requests(self) -> None:
         self._call("DELETE", "/requests")
 
     def state(self) -> dict[str, Any]:
-        """``{"model_resources": [...], "training_sessions": [...]}`` as wire dicts, newest first."""
+        """``{"model_resources": [...], "training_sessions": [...], "created_with": {id: digest}}``: the objects
+        as wire dicts, newest first, and the :func:`key_digest` of the key whose create made each (None: made
+        without a key), which no API answer shows."""
         return self._call("GET", "/state")
 
 

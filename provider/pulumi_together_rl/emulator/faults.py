@@ -19,6 +19,10 @@ acted on). Until then an armed-by rule never fires. ``{"path": "^/v1/", "times":
 "armed_by": "^POST /v1/rl/model-resources$"}`` is "every endpoint down for 12 s from the instant a create is
 accepted", the outage that used to end a create's wait on its first failed poll.
 
+A team's keys (several keys of one user, settings ``api_keys``): ``keys``, a list of key digests
+(``settings.key_digest``), limits a rule to the requests sent with one of those keys (null: any key), so that a
+fault can hit one member's requests and not another's.
+
 Only the first rule that fires applies to a request. Rules are evaluated in the order they were added.
 The request body is read in full before any of this, so a request whose client gives up during an injected
 latency (a client read timeout) is still acted on: exactly the ambiguity a real timeout has.
@@ -46,6 +50,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .errors import InvalidRequest
+from .settings import key_digest
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -72,6 +77,7 @@ _RULE_FIELDS = (
     "param",
     "duration",
     "armed_by",
+    "keys",
 )
 
 
@@ -119,6 +125,7 @@ class FaultRule:
     param: str | None = None
     duration: float | None = None
     armed_by: str | None = None
+    keys: list[str] | None = None
     fired: int = 0
     _regex: re.Pattern[str] | None = dataclasses.field(default=None, repr=False)
     _armed_by: re.Pattern[str] | None = dataclasses.field(default=None, repr=False)
@@ -192,11 +199,18 @@ class FaultRule:
         if self.duration is not None and (not is_num(self.duration) or self.duration <= 0):
             raise InvalidRequest("duration must be a number of seconds > 0, or null.", param="duration")
         _check_regex("armed_by", self.armed_by)
+        if self.keys is not None and (
+            not isinstance(self.keys, list) or not all(isinstance(k, str) and k for k in self.keys)
+        ):
+            raise InvalidRequest("keys must be a list of key digests, or null for any key.", param="keys")
         if self.act_then_fail and self.status is None and not self.drop_connection:
             raise InvalidRequest("act_then_fail needs a status or drop_connection.", param="act_then_fail")
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, key: str | None = None) -> bool:
+        """Whether a request (``key``: the key_digest of its bearer key) is one this rule is for."""
         if self.method and self.method != method.upper():
+            return False
+        if self.keys is not None and key not in self.keys:
             return False
         return self._regex is None or self._regex.search(path) is not None
 
@@ -273,11 +287,12 @@ class FaultBook:
                 if not rule.armed and rule._armed_by is not None and rule._armed_by.search(line):
                     rule._armed_at = time.monotonic()
 
-    def pick(self, method: str, path: str) -> FaultRule | None:
-        """The first matching rule that fires for this request (consumes one of its ``times``)."""
+    def pick(self, method: str, path: str, key: str | None = None) -> FaultRule | None:
+        """The first matching rule that fires for this request (consumes one of its ``times``); ``key``: the
+        key_digest of its bearer key."""
         with self._lock:
             for rule in self._rules:
-                if not rule.armed or rule.exhausted or not rule.matches(method, path):
+                if not rule.armed or rule.exhausted or not rule.matches(method, path, key):
                     continue
                 if rule.probability is not None and rule._rng.random() >= rule.probability:
                     continue
@@ -337,6 +352,8 @@ class FaultMiddleware:
             "handled": False,
             "at": self.now(),
             "user_agent": headers.get("user-agent"),
+            # Which of the user's keys sent it (key_digest, never the key; None: no bearer key).
+            "key": _key_of(headers),
             "body": None,
         }
         # The whole request is read before anything else: a request that reached the server is acted on even
@@ -353,7 +370,7 @@ class FaultMiddleware:
             if message["type"] == "http.response.start":
                 entry["handler_status"] = message["status"]
 
-        rule = self.faults.pick(method, path)
+        rule = self.faults.pick(method, path, entry["key"])
         try:
             if rule is not None:
                 entry["fault"] = rule.id
@@ -377,6 +394,18 @@ class FaultMiddleware:
         finally:
             entry["body"] = _decode_body(body)
             self.log.append(entry)
+
+
+def bearer_key(headers: Any) -> str | None:
+    """The key of an ``Authorization: Bearer <key>`` header (None when there is none)."""
+    scheme, _, key = (headers.get("authorization") or "").partition(" ")
+    key = key.strip()
+    return key if scheme.lower() == "bearer" and key else None
+
+
+def _key_of(headers: Any) -> str | None:
+    key = bearer_key(headers)
+    return key_digest(key) if key else None
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -59,6 +59,8 @@ class ModelResourceRecord:
     error: dict[str, Any] | None = None
     #: Filled on the copies handed out: place in the GPU queue while PENDING.
     queue_position: int | None = None
+    #: The key_digest of the key whose create made it (control API only; never in an API answer).
+    created_with: str | None = None
 
 
 @dataclasses.dataclass
@@ -78,6 +80,8 @@ class TrainingSessionRecord:
     resume_from_checkpoint_id: str | None = None
     load_optimizer: bool | None = None
     error: dict[str, Any] | None = None
+    #: The key_digest of the key whose create made it (control API only; never in an API answer).
+    created_with: str | None = None
 
 
 @dataclasses.dataclass

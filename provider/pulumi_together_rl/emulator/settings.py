@@ -3,11 +3,17 @@
 A state's duration is read from the settings' ``timings`` when the transition is evaluated (see
 :mod:`.lifecycle`); ``supported_models``, while it is not null, replaces the built-in table
 (:data:`.tables.BUILTIN_SUPPORTED_MODELS`).
+
+Keys: ``api_key`` and ``api_keys`` are the bearer keys accepted (any non-empty key when both are unset), all of
+them keys of the one user ``user_id`` (a team's keys of one project: every key sees every object as
+``created_by=me``). Which key made an object, and which key sent a request, is known to the control API only,
+as :func:`key_digest` (never the key itself).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from typing import Any
 
@@ -30,6 +36,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
         "session_stopping": 1.0,
     },
     "api_key": None,
+    # More keys of the same user, accepted besides api_key (a team's keys: one user, one key per member or CI
+    # job). The control API tells their objects and requests apart by key_digest; the public API cannot.
+    "api_keys": [],
     "user_id": "user_emulator",
     "conflict_status": 409,
     "session_cap_lora": 5,
@@ -44,6 +53,12 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "list_lag": 0.0,
     "stops_ignored": 0,
 }
+
+
+def key_digest(key: str) -> str:
+    """What the control API says of a key (``key-`` and 16 hex digits of its SHA-256): enough to tell a team's
+    keys apart in the state and the request log, never the key itself."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _is_number(value: Any) -> bool:
@@ -77,6 +92,10 @@ def _merge_settings(current: dict[str, Any], patch: dict[str, Any]) -> dict[str,
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvalidRequest("api_key must be a non-empty string or null.", param=key)
             out[key] = value
+        elif key == "api_keys":
+            if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
+                raise InvalidRequest("api_keys must be a list of non-empty strings ([] for none).", param=key)
+            out[key] = list(dict.fromkeys(value))
         elif key == "user_id":
             if not isinstance(value, str) or not value or value == "me":
                 raise InvalidRequest("user_id must be a non-empty string other than 'me'.", param=key)

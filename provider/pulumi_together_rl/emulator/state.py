@@ -284,7 +284,10 @@ class EmulatorState(Lifecycle):
         price = round(count * GPU_PRICE_PER_HOUR.get(spec.gpu_type, 5.0), 2)
         return {"currency": "USD", "price_per_hour": price}
 
-    def create_model_resource(self, spec: ResourceSpec) -> ModelResourceRecord:
+    def create_model_resource(
+        self, spec: ResourceSpec, *, created_with: str | None = None
+    ) -> ModelResourceRecord:
+        """A new PENDING resource; ``created_with``: the key_digest of the key that asked (control API only)."""
         with self._lock:
             now = self.clock.now()
             self._advance(now)
@@ -304,6 +307,7 @@ class EmulatorState(Lifecycle):
                 updated_at=created,
                 status=R_PENDING,
                 entered_at=created,
+                created_with=created_with,
             )
             self._resources[rec.id] = rec
             return self._resource_copy(rec)
@@ -394,7 +398,9 @@ class EmulatorState(Lifecycle):
         lora_config: dict[str, Any] | None = None,
         wandb: dict[str, str] | None = None,
         resume_from_checkpoint_id: str | None = None,
+        created_with: str | None = None,
     ) -> TrainingSessionRecord:
+        """A new CREATING session; ``created_with``: the key_digest of the key that asked (control API only)."""
         if display_name is not None and len(display_name) > DISPLAY_NAME_MAX:
             raise InvalidRequest(
                 f"display_name must be at most {DISPLAY_NAME_MAX} characters.", param="display_name"
@@ -448,6 +454,7 @@ class EmulatorState(Lifecycle):
                 lora_config=lora,
                 resume_from_checkpoint_id=resume_from_checkpoint_id or None,
                 load_optimizer=load_optimizer,
+                created_with=created_with,
             )
             self._sessions[rec.id] = rec
             # A session start is activity: it pushes the resource's expiry out (never earlier).

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn
 
 from .. import journal, lifeline, stopping
@@ -159,8 +159,9 @@ def _take_over(schema: Schema, client: Any, request: Any, entry: journal.Entry, 
                 subject,
                 f"an interrupted `pulumi up` of this declaration ({when}) asked for it and never got the answer, "
                 f"and {exc}{_priced(schema, client, request)}",
-                f"If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, remove "
-                f"the journal entry {old.path} and run `pulumi up` to create a new one",
+                f"If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, run "
+                f"`python -m pulumi_together_rl journal dismiss {old.path.stem}` and `pulumi up` to create a new "
+                "one",
             ) from exc
         except Exception as exc:
             # Could not look: creating now might make a second one. Leave the entry for the next run and stop.
@@ -217,6 +218,11 @@ def _interrupted_object(schema: Schema, client: Any, request: Any, old: journal.
     window = old.window()
     if old.snapshot is None or window is None:
         return None  # killed before its POST: nothing was sent
+    # A list can lag a create: right after the interrupted POST, its object may not be listed yet while a
+    # look-alike is. Look only once the list has had time to show it.
+    lag = (max(old.sends) + timedelta(seconds=client.list_lag)) - datetime.now(timezone.utc)
+    if lag.total_seconds() > 0:
+        time.sleep(lag.total_seconds())
     attribution = Attribution(frozenset(old.snapshot), window, claimed=old.claimed, rivals=old.rivals)
     return schema.collection.find(client, request, attribution)
 
