@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness.cli import ROOT, active
+from harness.cli import ROOT, active, provider_pids, wait_until
 
 from pulumi_together_rl import journal
 from pulumi_together_rl.__main__ import build_parser, main
@@ -667,22 +667,6 @@ def test_two_real_stacks_hold_their_objects_by_default_and_only_a_true_orphan_is
     assert emulator.api_key not in everything.stdout + everything.stderr + stopped.stdout + stopped.stderr
 
 
-def _provider_pids(state_dir: str) -> list[int]:
-    """The dynamic-provider processes (`python -m pulumi.dynamic`) of the stack whose journal is ``state_dir``."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"pulumi.dynamic" in cmdline and f"TOGETHER_RL_STATE_DIR={state_dir}".encode() in environ:
-            pids.append(int(proc.name))
-    return pids
-
-
 def _kill_session(sid: int) -> None:
     """SIGKILL every process left in session ``sid`` (the test started it with ``start_new_session``)."""
     for proc in Path("/proc").iterdir():
@@ -692,16 +676,6 @@ def _kill_session(sid: int) -> None:
                     os.kill(int(proc.name), signal.SIGKILL)
 
 
-def _wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_pending_create_left_by_a_killed_pulumi_up_is_reported_with_the_commands_that_clear_it(
     cli_stack, emulator, tmp_path
 ):
@@ -709,13 +683,11 @@ def test_a_pending_create_left_by_a_killed_pulumi_up_is_reported_with_the_comman
     stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
     process = stack.popen("up", "--yes", "--skip-preview")
     try:
-        _wait_until(lambda: emulator.control.state()["model_resources"], 120, "the model resource create")
+        wait_until(lambda: emulator.control.state()["model_resources"], 120, "the model resource create")
         time.sleep(1.0)  # inside the provider's wait for READY
         os.kill(process.pid, signal.SIGKILL)  # the `pulumi` CLI itself: its lock and pending create stay
         process.wait(timeout=30)
-        _wait_until(
-            lambda: not _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the provider to exit"
-        )
+        wait_until(lambda: not provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the provider to exit")
     finally:
         _kill_session(process.pid)  # what the killed CLI left running (its language host has its own group)
         process.communicate()

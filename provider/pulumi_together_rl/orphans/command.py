@@ -241,49 +241,32 @@ def _stop(
         if line is not None:
             emit(listing, line)
 
+    def refuse(cause: str, advice: str) -> int:
+        emit(stderr, f"error: {OrphanError('stopping', 'orphans', None, cause, advice)}")
+        finish(None)
+        return EXIT_REFUSED
+
     if not chosen:
         finish(None, summary(orphans, none=args.none, held=len(held), states=len(states), stopping=True))
         return EXIT_OK
     if not args.none and not args.even_if_no_stack_holds_any and not any(s.together_ids for s in states):
-        emit(
-            stderr,
-            "error: "
-            + str(
-                OrphanError(
-                    "stopping",
-                    "orphans",
-                    None,
-                    "no stack state read holds any Together model resource or training session, so every active "
-                    "object looks orphaned, and some may be another stack's",
-                    "Check that the right backend and stacks were read; pass --even-if-no-stack-holds-any if none "
-                    "holds any on purpose (nothing was stopped)",
-                )
-            ),
+        return refuse(
+            "no stack state read holds any Together model resource or training session, so every active object "
+            "looks orphaned, and some may be another stack's",
+            "Check that the right backend and stacks were read; pass --even-if-no-stack-holds-any if none holds "
+            "any on purpose (nothing was stopped)",
         )
-        finish(None)
-        return EXIT_REFUSED
     them = "this 1 object" if len(chosen) == 1 else f"these {len(chosen)} objects"
     price = _price_of(chosen)
     if args.yes:
         emit(stderr, f"--yes: stopping {them} ({price}) without asking.")
     else:
         if not _is_terminal(stdin):
-            emit(
-                stderr,
-                "error: "
-                + str(
-                    OrphanError(
-                        "stopping",
-                        "orphans",
-                        None,
-                        "standard input is not a terminal, so there is nobody to confirm the stop",
-                        f"Run it in a terminal, or pass --yes to stop the {_count(len(chosen))} marked "
-                        "`--stop stops it` above without asking (nothing was stopped)",
-                    )
-                ),
+            return refuse(
+                "standard input is not a terminal, so there is nobody to confirm the stop",
+                f"Run it in a terminal, or pass --yes to stop the {_count(len(chosen))} marked "
+                "`--stop stops it` above without asking (nothing was stopped)",
             )
-            finish(None)
-            return EXIT_REFUSED
         stderr.write(f"Stop {them} ({price})? [y/N] ")
         stderr.flush()
         answer = stdin.readline()
