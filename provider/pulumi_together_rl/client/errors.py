@@ -14,10 +14,12 @@ class TogetherError(Exception):
     """Base of every error this client raises.
 
     ``maybe_created`` is True on the error a create raises when the object it asked for may exist anyway
-    (its answer was lost and it was not found): running the create again could make a second one.
+    (its answer was lost and it was not found): running the create again could make a second one;
+    ``lookup_error`` is then why looking for that object proved nothing (None: it was not found).
     """
 
     maybe_created: bool = False
+    lookup_error: TogetherError | None = None
 
 
 class ConfigurationError(TogetherError):

@@ -550,6 +550,7 @@ def _maybe_created(
     )
     rebuilt = _with_message(error, "", hint)
     rebuilt.maybe_created = True
+    rebuilt.lookup_error = lookup_error  # an AmbiguousCreate here asks the user, not another run, to decide
     return rebuilt
 
 

@@ -132,7 +132,9 @@ def _post(schema: Schema, client: Any, request: Any, entry: journal.Entry, subje
         if not maybe:
             entry.discard()  # refused, or nothing sent: nothing can be billing
         cause, todo = explain(exc, "creating")
-        if maybe:
+        if isinstance(getattr(exc, "lookup_error", None), AmbiguousCreate):
+            todo = _none_proven(entry)  # another run would find the same look-alikes: only the user can tell
+        elif maybe:
             todo = (
                 "Run `pulumi up` again on this machine: the create journal takes it over if it shows up and "
                 "can be told apart from others, and makes a new one only if nothing was made; elsewhere, "
@@ -159,9 +161,7 @@ def _take_over(schema: Schema, client: Any, request: Any, entry: journal.Entry, 
                 subject,
                 f"an interrupted `pulumi up` of this declaration ({when}) asked for it and never got the answer, "
                 f"and {exc}{_priced(schema, client, request)}",
-                f"If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, run "
-                f"`python -m pulumi_together_rl journal dismiss {old.path.stem}` and `pulumi up` to create a new "
-                "one",
+                _none_proven(old),
             ) from exc
         except Exception as exc:
             # Could not look: creating now might make a second one. Leave the entry for the next run and stop.
@@ -225,6 +225,14 @@ def _interrupted_object(schema: Schema, client: Any, request: Any, old: journal.
         time.sleep(lag.total_seconds())
     attribution = Attribution(frozenset(old.snapshot), window, claimed=old.claimed, rivals=old.rivals)
     return schema.collection.find(client, request, attribution)
+
+
+def _none_proven(entry: journal.Entry) -> str:
+    """What to do when several objects match a create whose answer was lost: the user tells which is theirs."""
+    return (
+        "If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, run "
+        f"`python -m pulumi_together_rl journal dismiss {entry.path.stem}` and `pulumi up` to create a new one"
+    )
 
 
 def _priced(schema: Schema, client: Any, request: Any) -> str:
