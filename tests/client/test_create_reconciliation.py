@@ -254,12 +254,12 @@ def test_an_answered_failure_keeps_looking_while_the_list_lags_and_never_resends
 def test_a_look_alike_seen_alone_while_the_list_lags_is_not_taken_once_the_own_object_shows():
     """The create's POST acted and answered 500; a colleague's identical object (made meanwhile) is listed
     first while the list still hides the create's own. A candidate must stay unique for the list lag: when the
-    own object shows up within it, there are two, and none is taken (nor is anything resent)."""
+    own object shows up within it, there are two, and none is taken (nor is anything resent). The two are
+    named once the lag is over (the lookups go on until then)."""
     colleagues = session_json("ts_colleague", display_name="exp-1", created_at=ago(2))
     mine = session_json("ts_mine", display_name="exp-1")
-    script = Script(
-        page([]), error(500, "boom"), page([colleagues]), page([colleagues]), page([colleagues, mine])
-    )
+    both = [page([colleagues, mine])] * 12
+    script = Script(page([]), error(500, "boom"), page([colleagues]), page([colleagues]), *both)
     with pytest.raises(ServerError) as caught:
         make_client(script, list_lag=5.0).create_training_session(SESSION_REQ)
     assert caught.value.maybe_created is True

@@ -504,12 +504,15 @@ def test_dismissing_an_ambiguous_entry_keeps_it_a_rival_so_another_stack_never_t
     assert made["id"] in active(rig, "model_resources")
 
 
-def test_a_lost_answer_with_a_look_alike_made_during_the_post_names_the_entry_to_dismiss_at_once(rig):
-    """The create's own POST acts, then answers 500, while a colleague's identical POST lands in its window:
-    the lookup cannot tell the two apart. The first error already says how to decide (adopt_id, or dismiss
-    this create's entry), since another run would find the same two; dismissing it lets the next run create."""
+def test_a_lost_answer_among_look_alikes_names_them_all_and_the_entry_to_dismiss_at_once(rig):
+    """The create's own POST acts, then answers 500, while two colleagues' identical POSTs land in its window,
+    and the list lags creates: at the answer, the look-alikes are listed and the create's own object is not yet.
+    The lookup cannot tell them apart, so the error names all three, once the list has had time to show the
+    create's own, and already says how to decide (adopt_id, or dismiss this create's entry), since another run
+    would find the same three. Dismissing it lets the next run create a new one; nothing is stopped."""
+    rig.control.configure(list_lag=2.0)
     fault = rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=500, act_then_fail=True,
-                                  latency=1.5, times=1)  # fmt: skip
+                                  latency=3.0, times=1)  # fmt: skip
     failure: list[BaseException] = []
 
     def create() -> None:
@@ -524,17 +527,19 @@ def test_a_lost_answer_with_a_look_alike_made_during_the_post_names_the_entry_to
     while not any(f["id"] == fault and f["fired"] for f in rig.control.faults()):
         assert time.monotonic() < deadline, "the create's POST never reached the emulator"
         time.sleep(0.02)
-    colleagues = post_by_hand(rig, RESOURCES, REQUEST.to_wire())  # while the create's POST is in flight
+    colleagues = {
+        post_by_hand(rig, RESOURCES, REQUEST.to_wire())["id"] for _ in range(2)
+    }  # while it is in flight
     creating.join(timeout=180)
     assert not creating.is_alive()
 
     assert len(failure) == 1 and isinstance(failure[0], UserError), failure
     message = str(failure[0])
     [entry] = journal.unfinished()
-    [ours] = [i for i in active(rig, "model_resources") if i != colleagues["id"]]
-    assert ours in message and colleagues["id"] in message and "none can be proven" in message
+    [ours] = [i for i in active(rig, "model_resources") if i not in colleagues]
+    assert all(i in message for i in (ours, *colleagues)) and "none can be proven" in message
     assert "adopt_id" in message and f"journal dismiss {entry.path.stem}" in message
-    assert "Run `pulumi up` again" not in message  # another run would only find the same two
+    assert "Run `pulumi up` again" not in message  # another run would only find the same three
 
     rig.control.clear_faults()
     dismissed = subprocess.run(
@@ -546,10 +551,8 @@ def test_a_lost_answer_with_a_look_alike_made_during_the_post_names_the_entry_to
     )
     assert dismissed.returncode == 0, dismissed.stderr
     fresh = rig.create_resource()
-    assert fresh.id not in (ours, colleagues["id"])
-    assert sorted(active(rig, "model_resources")) == sorted(
-        [ours, colleagues["id"], fresh.id]
-    )  # none stopped
+    assert fresh.id != ours and fresh.id not in colleagues
+    assert sorted(active(rig, "model_resources")) == sorted([ours, *colleagues, fresh.id])  # none stopped
 
 
 def test_the_journal_command_lists_unfinished_entries_and_refuses_to_dismiss_one_in_flight(rig):

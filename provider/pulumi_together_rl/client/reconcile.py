@@ -338,7 +338,9 @@ class CreateReconciler:
 
         A candidate is taken only once it has stayed the one and only candidate for ``list_lag`` seconds (the
         looking goes on past ``window`` for that): a list can lag a create, and while it hides this create's
-        own object, a look-alike that another process made meanwhile would look unique."""
+        own object, a look-alike that another process made meanwhile would look unique. For the same reason an
+        ambiguity is reported only once ``list_lag`` seconds have passed, so that it names this create's own
+        object among the candidates."""
         confirm = self.list_lag
         waited = 0.0
         delay = min(SETTLE_FIRST_DELAY, window) if first_wait else 0.0
@@ -353,6 +355,11 @@ class CreateReconciler:
             # A lookup that fails for now (429, 5xx, no answer) is "not found yet": an outage that takes the
             # list down with the create must not end the looking before the window does.
             retry = lookup_error is not None and is_transient(lookup_error)
+            if isinstance(lookup_error, AmbiguousCreate) and waited < confirm:
+                # Look-alikes are listed, but this create's own object may not be yet: name the candidates only
+                # once the list has had time to show it, or the user would be asked to decide without it.
+                delay = min(SETTLE_FIRST_DELAY, confirm - waited)
+                continue
             if lookup_error is not None and not retry:
                 return None, lookup_error, waited
             if found is not None and confirm <= 0:
