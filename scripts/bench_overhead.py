@@ -104,8 +104,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for label, program in (("floor", FLOOR), ("ours", OURS)):
                 control.reset()
+                # Python caches compiled modules (.pyc) as a user's machine does: with PYTHONDONTWRITEBYTECODE
+                # (set in some containers) every command would compile pulumi, httpx and pydantic anew.
                 stack = CLIStack(project(Path(tmp) / label, program), Path(tmp) / f"{label}-stack", emulator,
-                                 bin_dir=bin_dir)  # fmt: skip
+                                 bin_dir=bin_dir, PYTHONDONTWRITEBYTECODE=None)  # fmt: skip
                 try:
                     stack.init(shape)
                     stack.up()
