@@ -568,6 +568,33 @@ def _warn_malformed(path: Path, problem: str, warn: Callable[[str], None] | None
     )
 
 
+# ``done`` records, by path, with the (inode, mtime, size) they were read at. They outnumber every other entry
+# (each create that answered leaves one for 24 hours) and never change, and every create reads the whole
+# folder: parsed once per process, a folder of hundreds of records costs a create a stat per record.
+_done: dict[Path, tuple[tuple[int, int, int], Entry]] = {}
+
+
+def _load_seen(path: Path) -> Entry | str | None:
+    """:func:`load`, a ``done`` record read before coming from memory (a fresh copy: its holder may claim it)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    with _lock:
+        cached = _done.get(path)
+    if cached is not None and cached[0] == seen:
+        return dataclasses.replace(cached[1])
+    loaded = load(path)
+    if isinstance(loaded, Entry) and loaded.state == "done":
+        with _lock:
+            _done[path] = (seen, loaded)
+        return dataclasses.replace(loaded)
+    return loaded
+
+
 def entries(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
     """Every readable entry, oldest first; an unreadable one is skipped with one warning (per process) naming
     its file (``warn=None``: silently)."""
@@ -575,12 +602,17 @@ def entries(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
     if not folder.is_dir():
         return []
     found: list[Entry] = []
-    for path in folder.glob("*.json"):
-        loaded = load(path)
+    paths = list(folder.glob("*.json"))
+    for path in paths:
+        loaded = _load_seen(path)
         if isinstance(loaded, Entry):
             found.append(loaded)
         elif isinstance(loaded, str):
             _warn_malformed(path, loaded, warn)
+    with _lock:
+        for gone in _done.keys() - set(paths):
+            if gone.parent == folder:
+                del _done[gone]
     return sorted(found, key=lambda e: (e.started_at, e.path.name))
 
 
@@ -701,9 +733,22 @@ def rival_windows(entry: Entry, post_bound: float = POST_BOUND) -> list[tuple[da
     return found
 
 
+PRUNE_EVERY = 60.0
+"""Seconds between two prunings of the folder by one process (a create begins with one when it is due)."""
+
+_pruned: dict[Path, float] = {}
+
+
 def _prune(exclude: Path) -> None:
     """Remove ``done`` entries past :data:`MAX_AGE` and any entry past :data:`FORGET_AFTER` that no process
-    holds; stray temporary files of crashed writes go too."""
+    holds; stray temporary files of crashed writes go too. At most once per :data:`PRUNE_EVERY` per folder:
+    what expires meanwhile goes at the next one."""
+    folder = directory()
+    with _lock:
+        last = _pruned.get(folder)
+        if last is not None and time.monotonic() - last < PRUNE_EVERY:
+            return
+        _pruned[folder] = time.monotonic()
     now = _now()
     for old in entries(warn=None):
         if old.path == exclude:
@@ -711,7 +756,6 @@ def _prune(exclude: Path) -> None:
         expired = old.age(now) > (MAX_AGE if old.state in ("done", "dismissed") else FORGET_AFTER)
         if expired and old.claim():
             old.discard()
-    folder = directory()
     for tmp in folder.glob(".entry-*.tmp"):
         with contextlib.suppress(OSError):
             if time.time() - tmp.stat().st_mtime > 3600:
