@@ -540,19 +540,36 @@ def _parse(path: Path, data: Any) -> Entry:
     )
 
 
+# ``done`` records, by path, with the (inode, mtime, size) they were read at. They outnumber every other entry
+# (each create that answered leaves one for 24 hours) and never change, and every create reads the whole
+# folder: parsed once per process, a folder of hundreds of records costs a create a stat per record.
+_done: dict[Path, tuple[tuple[int, int, int], Entry]] = {}
+
+
 def load(path: Path) -> Entry | str | None:
-    """The entry in ``path``; a string saying what is wrong with it when it cannot be read; None when the
-    file is gone."""
+    """The entry in ``path`` (a fresh object: its holder may claim it; a ``done`` record read before comes from
+    memory); a string saying what is wrong with it when it cannot be read; None when the file is gone."""
     try:
+        stat = path.stat()
+        seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        with _lock:
+            cached = _done.get(path)
+        if cached is not None and cached[0] == seen:
+            return dataclasses.replace(cached[1])
         text = path.read_text()
     except FileNotFoundError:
         return None
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     try:
-        return _parse(path, json.loads(text))
+        entry = _parse(path, json.loads(text))
     except (ValueError, TypeError, KeyError) as exc:
         return str(exc) or type(exc).__name__
+    if entry.state == "done":
+        with _lock:
+            _done[path] = (seen, entry)
+        return dataclasses.replace(entry)
+    return entry
 
 
 def _warn_malformed(path: Path, problem: str, warn: Callable[[str], None] | None) -> None:
@@ -568,33 +585,6 @@ def _warn_malformed(path: Path, problem: str, warn: Callable[[str], None] | None
     )
 
 
-# ``done`` records, by path, with the (inode, mtime, size) they were read at. They outnumber every other entry
-# (each create that answered leaves one for 24 hours) and never change, and every create reads the whole
-# folder: parsed once per process, a folder of hundreds of records costs a create a stat per record.
-_done: dict[Path, tuple[tuple[int, int, int], Entry]] = {}
-
-
-def _load_seen(path: Path) -> Entry | str | None:
-    """:func:`load`, a ``done`` record read before coming from memory (a fresh copy: its holder may claim it)."""
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return exc.strerror or type(exc).__name__
-    seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    with _lock:
-        cached = _done.get(path)
-    if cached is not None and cached[0] == seen:
-        return dataclasses.replace(cached[1])
-    loaded = load(path)
-    if isinstance(loaded, Entry) and loaded.state == "done":
-        with _lock:
-            _done[path] = (seen, loaded)
-        return dataclasses.replace(loaded)
-    return loaded
-
-
 def entries(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
     """Every readable entry, oldest first; an unreadable one is skipped with one warning (per process) naming
     its file (``warn=None``: silently)."""
@@ -604,7 +594,7 @@ def entries(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
     found: list[Entry] = []
     paths = list(folder.glob("*.json"))
     for path in paths:
-        loaded = _load_seen(path)
+        loaded = load(path)
         if isinstance(loaded, Entry):
             found.append(loaded)
         elif isinstance(loaded, str):

@@ -18,15 +18,15 @@ BODY = {"base_model": "Qwen/Qwen3.5-4B"}
 
 @pytest.fixture
 def loads(monkeypatch):
-    """How many times each file was read and parsed."""
+    """How many times each file was parsed."""
     counted: dict[str, int] = {}
-    real = journal.load
+    real = journal._parse
 
-    def load(path):
+    def parse(path, data):
         counted[path.name] = counted.get(path.name, 0) + 1
-        return real(path)
+        return real(path, data)
 
-    monkeypatch.setattr(journal, "load", load)
+    monkeypatch.setattr(journal, "_parse", parse)
     return counted
 
 
