@@ -864,16 +864,27 @@ class StandInEngine:
             self.delete(entry["type"], _name_of(urn), entry["id"], entry["outputs"], entry["inputs"], urn=urn)
             self._pending_deletes.remove((urn, entry, _meta))
             result.steps.append(("delete-replaced", _name_of(urn)))
+        # As the engine walks a destroy: dependents first, and independent deletes all go ahead (they run in
+        # parallel there), so one failing delete leaves only what depends on it (what it depends on) in place.
+        failed: list[BaseException] = []
         for urn in reversed(list(self.state)):
             entry = self.state[urn]
+            if any(urn in self._dependencies_of(other) for other in self.state if other != urn):
+                continue  # a dependent of it failed to go: it stays, as the engine leaves it
             if not self._meta.get(urn, {}).get("external"):
-                self.delete(
-                    entry["type"], _name_of(urn), entry["id"], entry["outputs"], entry["inputs"], urn=urn
-                )
+                try:
+                    self.delete(
+                        entry["type"], _name_of(urn), entry["id"], entry["outputs"], entry["inputs"], urn=urn
+                    )
+                except Exception as exc:
+                    failed.append(exc)
+                    continue
             with self._lock:
                 del self.state[urn]
                 self._meta.pop(urn, None)
             result.steps.append(("delete", _name_of(urn)))
+        if failed:
+            raise failed[0]
         return result
 
     # ---------------------------------------------------------------------------------------- state helpers

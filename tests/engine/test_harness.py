@@ -290,6 +290,27 @@ def test_destroy_deletes_everything_in_reverse_creation_order(engine, store_path
     assert objects(store_path) == {}
 
 
+def test_a_failing_delete_leaves_what_it_depends_on_and_independent_deletes_go_ahead(engine, store_path):
+    """As the engine walks a destroy (independent deletes run in parallel there): the parent of a child whose
+    delete fails stays, and so does the child; a resource that depends on neither is deleted all the same."""
+    parent_urn = engine.urn(THING_TYPE, "parent")
+    with engine.deployment() as deployment:
+        deployment.register(*thing("other", label="other"))  # first made: last in the reverse walk
+        parent = deployment.register(*thing("parent", label="parent"))
+        deployment.register(
+            *thing("child", label="child", parent_id=parent.id, fail="delete"),
+            property_dependencies={"parent_id": [parent_urn]},
+        )
+    engine.calls.clear()
+
+    with pytest.raises(EngineError, match="dummy delete failed on purpose"):
+        engine.destroy()
+
+    assert ("Delete", "other") in engine.rpcs() and ("Delete", "parent") not in engine.rpcs()
+    assert sorted(urn.rsplit("::", 1)[1] for urn in engine.state) == ["child", "parent"]
+    assert len(objects(store_path)) == 2  # the child and its parent: "other" is gone
+
+
 # ------------------------------------------------------------------------------------------------- preview, unknowns
 
 
