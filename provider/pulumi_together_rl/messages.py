@@ -8,7 +8,9 @@ means and what to do about it.
   for an :class:`Audience`: a stack's (:data:`STACK`: stack config, ``pulumi`` commands) or an operator's
   running a command (:func:`operator`: flags and environment variables). The causes are the same for both.
 * :func:`progress_line` (alias :func:`log`) writes one whole line on stderr under the one lock every writer of
-  that stream shares, made harmless first (:func:`printable`).
+  that stream shares, made harmless first (:func:`printable`); a face that can say which resource a line is
+  about routes the lines of one operation elsewhere with :func:`lines_to` (the plugin: the engine's log, under
+  the resource's URN).
 * :class:`WaitFailed` / :class:`WaitTimeout` are how a wait ends without its target; :func:`format_elapsed` and
   :func:`until` are how durations and deadlines read.
 
@@ -17,13 +19,15 @@ Nothing here calls the API or imports the client's HTTP side.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import os
 import re
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -287,8 +291,10 @@ def explain(exc: BaseException, doing: str = "", audience: Audience = STACK) -> 
         state = exc.description.split(": ", 1)[-1]  # the message already names the kind and id
         cause = f"timed out after {format_elapsed(exc.timeout)}; last state: {state}"
         if doing == "deleting":
-            return cause, "Raise delete_timeout and run the command again"
-        return cause, "If it is waiting in a capacity queue, raise create_timeout; then run `pulumi up` again"
+            return cause, f"Raise {exc.limit or 'delete_timeout'} and run the command again"
+        return cause, (
+            f"If it is waiting in a capacity queue, raise {exc.limit or 'create_timeout'}; then run `pulumi up` again"
+        )
     if isinstance(exc, WaitFailed):
         alternative = ", or remove adopt_id to create a new one" if adopting else ""
         if exc.last is None:
@@ -371,8 +377,12 @@ class WaitFailed(WaitError):
 class WaitTimeout(WaitError):
     """``timeout`` seconds passed before the target state was reached."""
 
-    def __init__(self, *, last: Any, description: str, elapsed: float, timeout: float) -> None:
+    def __init__(
+        self, *, last: Any, description: str, elapsed: float, timeout: float, limit: str | None = None
+    ) -> None:
         self.timeout = timeout
+        self.limit = limit
+        """The setting ``timeout`` came from (``create_timeout``, ``customTimeouts.create``), when known."""
         super().__init__(
             f"timed out after {format_elapsed(timeout)}; last state: {description}",
             last=last,
@@ -462,14 +472,36 @@ def _escape(char: str) -> str:
 
 _output_lock = threading.Lock()
 
+Sink = Callable[[str, bool], None]
+"""Where one operation's lines go instead of stderr: (line, status) with ``status`` true for a wait's progress
+(what the object is doing now), false for what happened (a stop after a failure, a warning)."""
 
-def progress_line(line: str, out: IO[str] | None = None) -> None:
+_sink: contextvars.ContextVar[Sink | None] = contextvars.ContextVar("pulumi_together_rl_sink", default=None)
+
+
+@contextlib.contextmanager
+def lines_to(sink: Sink) -> Iterator[None]:
+    """Route the stderr lines of this context (an operation, and the threads it hands its context to, such as
+    ``asyncio.to_thread``) to ``sink``."""
+    token = _sink.set(sink)
+    try:
+        yield
+    finally:
+        _sink.reset(token)
+
+
+def progress_line(line: str, out: IO[str] | None = None, *, status: bool = False) -> None:
     """Write one whole line (stderr by default): one write under a lock, so the lines of waits and creates
     running in parallel threads never interleave mid-line (``print`` writes the text and the newline apart).
     Every line goes through :func:`printable` (at most :data:`LOG_LINE_LIMIT` characters): it can hold names,
-    ids and messages from the state or the API, and a line is one line."""
-    stream = out if out is not None else sys.stderr
+    ids and messages from the state or the API, and a line is one line. A line for stderr goes to the
+    operation's sink where a face set one (:func:`lines_to`); ``status`` marks a wait's progress."""
     text = printable(line, LOG_LINE_LIMIT)
+    sink = _sink.get()
+    if sink is not None and (out is None or out is sys.stderr):
+        sink(text, status)
+        return
+    stream = out if out is not None else sys.stderr
     try:
         with _output_lock:
             stream.write(text + "\n")

@@ -118,7 +118,7 @@ def wait_for(
         if remaining <= 0:
             if trouble is not None:
                 description = f"{description} (the API was failing: {_short(trouble)})"
-            raise WaitTimeout(last=obj, description=description, elapsed=elapsed, timeout=timeout)
+            raise WaitTimeout(last=obj, description=description, elapsed=elapsed, timeout=timeout, limit=limit)
         sleep(min(interval, remaining))
         interval = min(interval * 2, poll_interval)
 
@@ -141,7 +141,7 @@ def _short(exc: BaseException) -> str:
 
 
 def _progress(out: IO[str], line: str) -> None:
-    progress_line(line, out)
+    progress_line(line, out, status=True)
 
 
 # ---------------------------------------------------------------------------------------------- the watcher

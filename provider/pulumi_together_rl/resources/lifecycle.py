@@ -83,11 +83,13 @@ def diff(schema: Schema, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Di
 # ---------------------------------------------------------------------------------------------- create
 
 
-def create(schema: Schema, props: Mapping[str, Any]) -> Made:
-    """Create (or adopt) what ``props`` (the checked inputs) declare; see the module docstring."""
+def create(schema: Schema, props: Mapping[str, Any], *, timeout: float | None = None) -> Made:
+    """Create (or adopt) what ``props`` (the checked inputs) declare; see the module docstring. ``timeout``:
+    Pulumi's ``customTimeouts.create`` where a face receives it (the plugin), over ``create_timeout``."""
     inputs = pick(props, schema.input_keys)
+    limit = _limit(schema.create_timeout, inputs.get("create_timeout"), timeout, "create")
     if inputs.get("adopt_id"):
-        return _adopt(schema, inputs)
+        return _adopt(schema, inputs, limit)
     subject = schema.subject(inputs)
     client = process.api_client("creating", schema.name, subject)
     request = schema.to_request(inputs)
@@ -106,7 +108,7 @@ def create(schema: Schema, props: Mapping[str, Any]) -> Made:
                 log(
                     f"{schema.name} {created.id}: created ({created.status.short}); waiting for {schema.target.short}"
                 )
-            outputs = schema.to_outputs(inputs, _wait_target(schema, client, created, inputs))
+            outputs = schema.to_outputs(inputs, _wait_target(schema, client, created, limit))
         except BaseException as exc:
             if lifeline.gone():
                 entry.leave(lifeline.GONE_NOTE)  # nobody will get an answer: the next run takes it over
@@ -302,7 +304,7 @@ def _stop_after_failed_create(schema: Schema, client: Any, ident: str) -> tuple[
     return f"It has been stopped: {schema.stopped_note}", True
 
 
-def _adopt(schema: Schema, inputs: dict[str, Any]) -> Made:
+def _adopt(schema: Schema, inputs: dict[str, Any], limit: tuple[float, str]) -> Made:
     """Take over the object ``adopt_id`` names: it must be adoptable and match the declared inputs; its
     in-place inputs are PATCHed to the declared ones; then wait for the target. Never stopped on failure: it
     existed before this program."""
@@ -325,7 +327,7 @@ def _adopt(schema: Schema, inputs: dict[str, Any]) -> Made:
         body = schema.patch(schema.inputs_from_api(live), inputs)
         if body:
             live = schema.collection.patch(client, ident, body)
-        ready = _wait_target(schema, client, live, inputs)
+        ready = _wait_target(schema, client, live, limit)
     except UserError:
         raise
     except Exception as exc:
@@ -349,7 +351,15 @@ def _settle_adopted(schema: Schema, client: Any, inputs: Mapping[str, Any], iden
             )
 
 
-def _wait_target(schema: Schema, client: Any, first: Any, inputs: Mapping[str, Any]) -> Any:
+def _limit(default: float, declared: Any, custom: float | None, operation: str) -> tuple[float, str]:
+    """How long a wait lasts and the setting that says so: Pulumi's ``customTimeouts`` (which reach only the
+    plugin face), else the declared provider option (``create_timeout``), else the kind's default."""
+    if custom:
+        return float(custom), f"customTimeouts.{operation}"
+    return float(declared or default), f"{operation}_timeout"
+
+
+def _wait_target(schema: Schema, client: Any, first: Any, limit: tuple[float, str]) -> Any:
     """Wait for the kind's target status, from ``first`` (the create's answer, or the adopted object as read)."""
     return wait(
         client,
@@ -358,9 +368,9 @@ def _wait_target(schema: Schema, client: Any, first: Any, inputs: Mapping[str, A
         first=first,
         done=lambda obj: obj is not None and obj.status == schema.target,
         failed=lambda obj: obj is None or obj.status in schema.failed,
-        timeout=inputs.get("create_timeout") or schema.create_timeout,
+        timeout=limit[0],
         not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
-        limit="create_timeout",
+        limit=limit[1],
     )
 
 
@@ -435,20 +445,21 @@ def update(schema: Schema, ident: str, olds: Mapping[str, Any], news: Mapping[st
 # ---------------------------------------------------------------------------------------------- delete
 
 
-def delete(schema: Schema, ident: str, props: Mapping[str, Any]) -> None:
-    """Stop and wait until the object holds nothing; 404 or already ended = done; see the module docstring."""
+def delete(schema: Schema, ident: str, props: Mapping[str, Any], *, timeout: float | None = None) -> None:
+    """Stop and wait until the object holds nothing; 404 or already ended = done; see the module docstring.
+    ``timeout``: Pulumi's ``customTimeouts.delete`` where a face receives it, over ``delete_timeout``."""
     name, collection = schema.name, schema.collection
     force = schema.force(props)
     client = process.api_client("deleting", name, ident)
     finish = schema.after_delete(client, ident, force)
-    timeout = float(props.get("delete_timeout") or schema.delete_timeout)
+    timeout, setting = _limit(schema.delete_timeout, props.get("delete_timeout"), timeout, "delete")
     try:
         outcome = stopping.stop(
             collection,
             client,
             ident,
             window=timeout,
-            limit=f"delete_timeout {format_elapsed(timeout)}",
+            limit=f"{setting} {format_elapsed(timeout)}",
             force=force,
             young=young(props),
         )
@@ -482,7 +493,7 @@ def delete(schema: Schema, ident: str, props: Mapping[str, Any]) -> None:
             done=lambda obj: obj is None or obj.status in collection.ended,
             failed=lambda obj: False,
             timeout=timeout,
-            limit="delete_timeout",
+            limit=setting,
         )
     except Exception as exc:
         raise UserError("deleting", name, ident, explain(exc, "deleting")[0], schema.still_held) from exc

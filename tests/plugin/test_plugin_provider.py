@@ -1,0 +1,242 @@
+"""The plugin face in-process, against the emulator: each protocol method over the shared core, in the schema's
+names, with what only this face has (preview answers, customTimeouts, secrets, lines under the URN)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from pulumi.provider.experimental.property_value import PropertyValue
+from pulumi.provider.experimental.provider import (
+    CheckRequest,
+    ConfigureRequest,
+    CreateRequest,
+    DeleteRequest,
+    DiffRequest,
+    InvokeRequest,
+    PropertyDiffKind,
+    ReadRequest,
+    UpdateRequest,
+)
+
+from pulumi_together_rl import config
+from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.plugin.provider import TogetherRLProvider
+from pulumi_together_rl.plugin.server import one_sentence
+from pulumi_together_rl.resources import process
+from pulumi_together_rl.resources.inputs import UNKNOWN_SENTINEL
+
+MODEL = "Qwen/Qwen3.5-4B"
+MR = "together-rl:index:ModelResource"
+TS = "together-rl:index:TrainingSession"
+
+
+def urn(token: str, name: str) -> str:
+    return f"urn:pulumi:dev::proj::{token}::{name}"
+
+
+def bag(**values: Any) -> dict[str, PropertyValue]:
+    def pv(v: Any) -> PropertyValue:
+        if isinstance(v, PropertyValue):
+            return v
+        if isinstance(v, dict):
+            return PropertyValue({k: pv(x) for k, x in v.items()})
+        if isinstance(v, list):
+            return PropertyValue([pv(x) for x in v])
+        if isinstance(v, int) and not isinstance(v, bool):
+            return PropertyValue(float(v))
+        return PropertyValue(v)
+
+    return {k: pv(v) for k, v in values.items()}
+
+
+def plain(values: dict[str, PropertyValue]) -> dict[str, Any]:
+    def py(v: PropertyValue) -> Any:
+        if isinstance(v.value, Mapping):
+            return {k: py(x) for k, x in v.value.items()}
+        if isinstance(v.value, (list, tuple)):
+            return [py(x) for x in v.value]
+        return v.value
+
+    return {k: py(v) for k, v in values.items()}
+
+
+def live(emulator: Any, collection: str, ident: str) -> dict[str, Any]:
+    return next(o for o in emulator.control.state()[collection] if o["id"] == ident)
+
+
+class Plugin:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, bool]] = []
+        self.provider = TogetherRLProvider(
+            sink=lambda u: lambda line, status: self.lines.append((u, line, status))
+        )
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run(coro)
+
+    def check(self, token: str, name: str, olds: dict | None = None, **news: Any) -> Any:
+        return self.run(self.provider.check(CheckRequest(urn(token, name), olds or {}, bag(**news), b"")))
+
+    def create(self, token: str, name: str, props: dict, *, preview: bool = False, timeout: float = 0) -> Any:
+        return self.run(self.provider.create(CreateRequest(urn(token, name), props, timeout, preview)))
+
+    def checked_create(self, token: str, name: str, **news: Any) -> Any:
+        checked = self.check(token, name, **news)
+        assert not checked.failures, [(f.property, f.reason) for f in checked.failures]
+        return checked, self.create(token, name, checked.inputs)
+
+
+@pytest.fixture
+def plugin(emulator, monkeypatch) -> Plugin:
+    config.reset()
+    process.clear_caches()
+    monkeypatch.setenv("TOGETHER_RL_POLL_INTERVAL", "0.02")
+    monkeypatch.delenv("TOGETHER_API_KEY")
+    monkeypatch.delenv("TOGETHER_BASE_URL")
+    p = Plugin()
+    args = {
+        "apiKey": PropertyValue(emulator.api_key, is_secret=True),
+        "baseUrl": PropertyValue(emulator.base_url),
+    }
+    answer = p.run(p.provider.configure(ConfigureRequest({}, args, True, False)))
+    assert answer.accept_secrets and answer.supports_preview
+    yield p
+    config.reset()
+    process.clear_caches()
+
+
+def test_a_model_resource_and_a_session_live_and_end_in_camel_case(plugin, emulator):
+    checked, made = plugin.checked_create(
+        MR, "gpu", baseModel=MODEL, computeConfig={"numGeneratorReplicas": 1}
+    )
+    assert plain(checked.inputs)["owner"] == "-/proj/dev/gpu"
+    assert plain(checked.inputs)["pricePerHour"] > 0  # the estimate, known at check (preview)
+    out = plain(made.properties)
+    assert out["status"] == "READY" and out["computeConfig"] == {"numGeneratorReplicas": 1.0}
+    assert out["effectiveComputeConfig"]["gpuType"]  # the API's view, in the schema's names too
+
+    s_checked, s_made = plugin.checked_create(
+        TS, "trial", modelResourcesId=made.resource_id, loraConfig={"rank": 8}
+    )
+    assert plain(s_checked.inputs)["displayName"] == "trial"  # the resource name, as the dynamic face does
+    assert plain(s_made.properties)["status"] == "RUNNING"
+    assert plain(s_made.properties)["effectiveLoraConfig"]["rank"] == 8
+
+    # A rename is an update in place (a PATCH), a rank change a delete-before-replace.
+    renamed = bag(**{**plain(s_checked.inputs), "displayName": "trial-2"})
+    diff = plugin.run(
+        plugin.provider.diff(
+            DiffRequest(urn(TS, "trial"), s_made.resource_id, s_made.properties, renamed, [])
+        )
+    )
+    assert diff.changes and diff.replaces == [] and diff.diffs == ["displayName"]
+    assert diff.detailed_diff["displayName"].kind == PropertyDiffKind.UPDATE
+    reranked = bag(**{**plain(s_checked.inputs), "loraConfig": {"rank": 16}})
+    diff = plugin.run(
+        plugin.provider.diff(
+            DiffRequest(urn(TS, "trial"), s_made.resource_id, s_made.properties, reranked, [])
+        )
+    )
+    assert diff.replaces == ["loraConfig"] and diff.delete_before_replace
+    same = plugin.run(
+        plugin.provider.diff(
+            DiffRequest(urn(TS, "trial"), s_made.resource_id, s_made.properties, s_checked.inputs, [])
+        )
+    )
+    assert not same.changes
+
+    updated = plugin.run(
+        plugin.provider.update(
+            UpdateRequest(urn(TS, "trial"), s_made.resource_id, s_made.properties, renamed, 0, [], False)
+        )
+    )
+    assert plain(updated.properties)["displayName"] == "trial-2"
+    assert live(emulator, "training_sessions", s_made.resource_id)["display_name"] == "trial-2"
+
+    read = plugin.run(
+        plugin.provider.read(ReadRequest(urn(TS, "trial"), s_made.resource_id, updated.properties, renamed))
+    )
+    assert read.resource_id == s_made.resource_id and plain(read.inputs)["displayName"] == "trial-2"
+
+    plugin.run(
+        plugin.provider.delete(DeleteRequest(urn(TS, "trial"), s_made.resource_id, updated.properties, 0))
+    )
+    plugin.run(plugin.provider.delete(DeleteRequest(urn(MR, "gpu"), made.resource_id, made.properties, 0)))
+    assert live(emulator, "model_resources", made.resource_id)["status"].endswith(("STOPPING", "STOPPED"))
+    # The waits' lines went to the engine under each resource's own URN, progress marked as status.
+    assert any(
+        u == urn(MR, "gpu") and status and "model resource" in line for u, line, status in plugin.lines
+    )
+    assert all(u in (urn(MR, "gpu"), urn(TS, "trial")) for u, _, _ in plugin.lines)
+
+
+def test_a_preview_answers_from_the_checked_inputs_and_calls_nothing(plugin, emulator):
+    checked = plugin.check(MR, "gpu", baseModel=MODEL)
+    previewed = plugin.create(MR, "gpu", checked.inputs, preview=True)
+    assert previewed.resource_id is None and plain(previewed.properties)["pricePerHour"] > 0
+    # A session on a resource that does not exist yet: its id is unknown, and nothing crashes or asks for it.
+    s_checked = plugin.check(TS, "trial", modelResourcesId=UNKNOWN_SENTINEL)
+    assert not s_checked.failures
+    s_preview = plugin.create(TS, "trial", s_checked.inputs, preview=True)
+    assert plain(s_preview.properties)["modelResourcesId"] == UNKNOWN_SENTINEL  # answered unknown
+    assert not [
+        r
+        for r in emulator.control.requests()
+        if r["method"] == "POST" and not r["path"].endswith("estimate-cost")
+    ]
+
+
+def test_check_failures_name_the_field_in_the_schemas_names(plugin):
+    checked = plugin.check(MR, "gpu", baseModel=MODEL, computeConfig={"numGeneratorReplicas": 65})
+    assert [f.property for f in checked.failures] == ["computeConfig.numGeneratorReplicas"]
+    checked = plugin.check(MR, "gpu", baseModel=MODEL, maxPricePerHour=0.01)
+    assert [f.property for f in checked.failures] == ["maxPricePerHour"]
+    assert (
+        "maxPricePerHour" in checked.failures[0].reason
+        and "max_price_per_hour" not in checked.failures[0].reason
+    )
+
+
+def test_custom_timeouts_reach_the_wait(plugin, emulator):
+    emulator.control.configure(timings={"resource_pending": 30.0})
+    checked = plugin.check(MR, "gpu", baseModel=MODEL)
+    with pytest.raises(UserError) as failed:
+        plugin.create(MR, "gpu", checked.inputs, timeout=0.5)
+    assert "customTimeouts.create" in str(failed.value)
+    assert one_sentence(failed.value) == str(failed.value)  # answered as its one sentence
+
+
+def test_a_secret_input_stays_secret_and_the_api_key_is_nowhere(plugin, emulator):
+    secret_meta = PropertyValue({"wandb": PropertyValue({"project": PropertyValue("p")})}, is_secret=True)
+    news = {**bag(modelResourcesId=UNKNOWN_SENTINEL), "metadata": secret_meta}
+    checked = plugin.run(plugin.provider.check(CheckRequest(urn(TS, "t"), {}, news, b"")))
+    assert checked.inputs["metadata"].is_secret
+    assert emulator.api_key not in repr(checked.inputs)
+
+
+def test_a_bug_keeps_its_stack(plugin):
+    try:
+        try:
+            raise KeyError("x")
+        except KeyError:
+            raise Exception("x:\n  File ...") from None
+    except Exception as exc:
+        assert one_sentence(exc) is None
+
+
+def test_the_functions_answer_supported_models_and_prices(plugin):
+    models = plugin.run(plugin.provider.invoke(InvokeRequest("together-rl:index:getSupportedModels", {})))
+    assert MODEL in [m["base_model"] for m in plain(models.return_value)["models"]]
+    price = plugin.run(
+        plugin.provider.invoke(InvokeRequest("together-rl:index:estimateCost", bag(baseModel=MODEL)))
+    )
+    assert plain(price.return_value)["pricePerHour"] > 0 and plain(price.return_value)["currency"] == "USD"
+    bad = plugin.run(
+        plugin.provider.invoke(
+            InvokeRequest("together-rl:index:estimateCost", bag(baseModel=MODEL, inactiveTimeout=5))
+        )
+    )
+    assert [f.property for f in bad.failures] == ["inactiveTimeout"]
