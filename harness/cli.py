@@ -24,8 +24,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .faces import DYNAMIC, Face
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "pulumi-cli.sh"
+YAML_SCRIPT = ROOT / "scripts" / "pulumi-yaml.sh"
 PASSPHRASE = "e2e-passphrase-not-a-secret"
 RESOURCE_GONE = ("STOPPING", "STOPPED", "ERROR")
 SESSION_GONE = ("STOPPED", "EXPIRED", "ERROR")
@@ -48,6 +51,20 @@ def provide() -> tuple[str | None, str]:
         return lines[-1], ""
     reason = " ".join(result.stderr.strip().splitlines()[-4:]) or f"exit status {result.returncode}"
     return None, f"scripts/pulumi-cli.sh could not provide the Pulumi CLI: {reason}"
+
+
+@functools.cache
+def provide_yaml_host() -> tuple[str | None, str]:
+    """(the folder of the Pulumi YAML language host, "") or (None, why it cannot be provided): what
+    ``scripts/pulumi-yaml.sh`` prints (PATH, the per-user cache, or a build from the Go module proxy)."""
+    result = subprocess.run(
+        ["bash", str(YAML_SCRIPT)], capture_output=True, text=True, timeout=3600, check=False
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode == 0 and lines:
+        return lines[-1], ""
+    reason = " ".join(result.stderr.strip().splitlines()[-4:]) or f"exit status {result.returncode}"
+    return None, f"scripts/pulumi-yaml.sh could not provide the YAML language host: {reason}"
 
 
 def cli_env(bin_dir: str, home: Path, backend: Path, **extra: str | None) -> dict[str, str]:
@@ -101,9 +118,11 @@ class CLIStack:
         *,
         bin_dir: str,
         name: str | None = None,
+        face: Face = DYNAMIC,
         **env: str | None,
     ):
         self.project = project
+        self.face = face
         self.emulator = emulator
         self.name = name or f"e2e-{uuid.uuid4().hex[:8]}"
         self.tmp = tmp_path
@@ -155,14 +174,19 @@ class CLIStack:
         """``stack init`` with passphrase secrets; the emulator's URL, the key (as a secret) and ``config``."""
         self.run("stack", "init", "--secrets-provider", "passphrase")
         self.initialized = True
-        self.run("config", "set", "together:baseUrl", self.emulator.base_url)
-        self.run("config", "set", "--secret", "together:apiKey", api_key or self.emulator.api_key)
+        self.run("config", "set", f"{self.face.config}:baseUrl", self.emulator.base_url)
+        self.run("config", "set", "--secret", f"{self.face.config}:apiKey", api_key or self.emulator.api_key)
         for key, value in (config or {}).items():
             self.set(key, value)
         return self
 
     def set(self, key: str, value: Any) -> None:
-        # A list or object goes in as its JSON text, which `Config.get_object` parses.
+        # A list of scalars goes in item by item (`--path key[i]`): structured config, which a YAML program's
+        # typed config needs and `Config.get_object` reads too. Anything else nested goes in as its JSON text.
+        if isinstance(value, list) and value and all(isinstance(v, (int, float, str)) for v in value):
+            for index, item in enumerate(value):
+                self.run("config", "set", "--path", f"{key}[{index}]", str(item))
+            return
         text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
         self.run("config", "set", key, text)
 
@@ -184,7 +208,7 @@ class CLIStack:
         return {
             entry["urn"].rsplit("::", 1)[1]: entry
             for entry in deployment.get("resources", [])
-            if entry.get("custom") and entry["type"].startswith("pulumi-python:dynamic/")
+            if entry.get("custom") and entry["type"].startswith(self.face.type_prefix)
         }
 
     def destroy_and_remove(self) -> None:
@@ -218,9 +242,10 @@ def writes(emulator: Any, clear: bool = True, *, estimates: bool = False) -> lis
     return [w for w in found if estimates or w != ESTIMATE]
 
 
-def provider_pids(state_dir: str) -> list[int]:
-    """The dynamic-provider processes (``python -m pulumi.dynamic``) whose create journal is ``state_dir``
-    (every stack of a test gets its own ``TOGETHER_RL_STATE_DIR`` unless two stacks share one on purpose)."""
+def provider_pids(state_dir: str, face: Face = DYNAMIC) -> list[int]:
+    """The provider processes of ``face`` (``python -m pulumi.dynamic``, or the plugin) whose create journal is
+    ``state_dir`` (every stack of a test gets its own ``TOGETHER_RL_STATE_DIR`` unless two stacks share one on
+    purpose)."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -230,7 +255,9 @@ def provider_pids(state_dir: str) -> list[int]:
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"pulumi.dynamic" in cmdline and f"TOGETHER_RL_STATE_DIR={state_dir}".encode() in environ:
+        if any(face.process_mark in part for part in cmdline) and (
+            f"TOGETHER_RL_STATE_DIR={state_dir}".encode() in environ
+        ):
             pids.append(int(proc.name))
     return pids
 

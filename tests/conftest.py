@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from harness.cli import provide
+from harness.cli import provide, provide_yaml_host
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,6 +70,17 @@ def emulator(emulator_server, monkeypatch):
 @pytest.fixture(scope="session")
 def pulumi_bin() -> str:
     found, reason = provide()
+    if found:
+        return found
+    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
+        pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every CLI test must run here)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def yaml_bin() -> str:
+    """The folder of the Pulumi YAML language host (the plugin face's programs), like :func:`pulumi_bin`."""
+    found, reason = provide_yaml_host()
     if found:
         return found
     if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":

@@ -11,20 +11,33 @@ import os
 
 import pytest
 from harness.cli import CLIStack
+from harness.faces import DYNAMIC, FACES, Face
 
 
 @pytest.fixture
-def cli_stack(emulator, tmp_path, pulumi_bin):
+def cli_stack(emulator, tmp_path, pulumi_bin, request):
     made: list[CLIStack] = []
 
-    def make(project, **env) -> CLIStack:
-        stack = CLIStack(project, tmp_path / f"stack{len(made)}", emulator, bin_dir=pulumi_bin, **env)
+    def make(project, *, face: Face = DYNAMIC, **env) -> CLIStack:
+        """A stack of ``project`` (a path, or a scenario name that ``face`` maps to its program)."""
+        program = face.project(project) if isinstance(project, str) else project
+        stack = CLIStack(
+            program, tmp_path / f"stack{len(made)}", emulator, bin_dir=pulumi_bin, face=face, **env
+        )
+        if face.needs_yaml_host:
+            stack.env["PATH"] = os.pathsep.join([request.getfixturevalue("yaml_bin"), stack.env["PATH"]])
         made.append(stack)
         return stack
 
     yield make
     for stack in made:
         stack.destroy_and_remove()
+
+
+@pytest.fixture(params=FACES, ids=str)
+def face(request) -> Face:
+    """Each face in turn: a scenario that takes ``face`` runs against the dynamic resources and the plugin."""
+    return request.param
 
 
 def pytest_collection_modifyitems(items):

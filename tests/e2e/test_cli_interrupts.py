@@ -1,6 +1,7 @@
 """Interrupted creates through the real CLI, with real signals to real processes.
 
-Each test starts `pulumi up` of the sweep example (one LoRA resource, one session) against an emulator whose
+Each test starts `pulumi up` of the sweep example (one LoRA resource, one session), on each face (the dynamic
+resources, and the plugin through a Pulumi YAML program of the same resources), against an emulator whose
 model resource waits in PENDING (or whose session waits in CREATING), sends the signal while the provider waits,
 lets the processes end, then runs `pulumi up` again. Afterwards exactly the declared objects are active, no
 second allocation was made, and the state matches the emulator: the create journal took the interrupted
@@ -14,11 +15,9 @@ import signal
 import time
 
 import pytest
-from harness.cli import ROOT, active
+from harness.cli import active
 from harness.cli import provider_pids as _provider_pids
 from harness.cli import wait_until as _wait_until
-
-SWEEP = ROOT / "examples" / "sweep"
 
 
 def _interrupt(stack, emulator, *, during: str, how: str) -> str:
@@ -37,7 +36,9 @@ def _interrupt(stack, emulator, *, during: str, how: str) -> str:
         elif how == "sigterm-cli":
             os.kill(process.pid, signal.SIGTERM)
         elif how == "sigkill-provider":
-            pids = _wait_until(lambda: _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 30, "the provider")
+            pids = _wait_until(
+                lambda: _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"], stack.face), 30, "the provider"
+            )
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
         stdout, stderr = process.communicate(timeout=240)
@@ -51,16 +52,16 @@ def _interrupt(stack, emulator, *, during: str, how: str) -> str:
 @pytest.mark.parametrize("during", ["resource", "session"])
 @pytest.mark.parametrize("how", ["sigint-once", "sigint-twice", "sigterm-cli", "sigkill-provider"])
 def test_an_interrupted_up_converges_on_the_next_up_with_no_second_allocation(
-    cli_stack, emulator, during, how
+    cli_stack, emulator, during, how, face
 ):
     slow = {"resource_pending": 8.0} if during == "resource" else {"session_creating": 8.0}
     emulator.control.configure(timings=slow)
-    stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
+    stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
 
     _interrupt(stack, emulator, during=during, how=how)
     # Let whatever the interrupted run left behind finish or die.
     _wait_until(
-        lambda: not _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the old provider to exit"
+        lambda: not _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"], face), 60, "the old provider to exit"
     )
 
     stack.up()
