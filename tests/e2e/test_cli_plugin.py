@@ -1,0 +1,186 @@
+"""The plugin face through the real CLI and the official Pulumi YAML language host: examples/yaml end to end,
+`pulumi import` of both kinds, and the move of a dynamic-resource stack to the plugin without a new GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+from harness.cli import ROOT, active, writes
+from harness.faces import DYNAMIC, PLUGIN
+
+from pulumi_together_rl.client import TogetherRL
+
+YAML_EXAMPLE = ROOT / "examples" / "yaml"
+PLUGIN_DIR = ROOT / "provider" / "pulumi_together_rl" / "plugin"
+MR, TS = PLUGIN.token("ModelResource"), PLUGIN.token("TrainingSession")
+
+
+def _posts(found: list[tuple[str, str]], suffix: str) -> int:
+    return sum(1 for method, path in found if method == "POST" and path.endswith(suffix))
+
+
+def test_the_yaml_example_previews_its_price_lives_patches_replaces_refreshes_and_ends(cli_stack, emulator):
+    stack = cli_stack("yaml", face=PLUGIN).init()
+
+    preview = stack.preview()
+    # The price shows on the model resource's own row, and is an output known at preview.
+    assert (
+        "together-rl:index:ModelResource gpu" in preview.stdout and "estimated 11.00 USD/h" in preview.stdout
+    )
+    assert "pricePerHour         : 11" in preview.stdout
+    assert writes(emulator) == []  # a preview changes nothing
+
+    up = stack.up("--json")  # the engine's events, one JSON object a line
+    assert "Traceback" not in up.output
+    outputs = stack.outputs()
+    assert outputs["pricePerHour"] == 11 and len(outputs["sessionIds"]) == 3
+    now = active(emulator)
+    assert [o["id"] for o in now["model_resources"]] == [outputs["modelResourceId"]]
+    assert sorted(o["id"] for o in now["training_sessions"]) == sorted(outputs["sessionIds"])
+    # Each wait's progress went to the engine under that resource's own URN, not the stack's.
+    events = [json.loads(line) for line in up.stdout.splitlines() if line.startswith("{")]
+    progress = [
+        e["diagnosticEvent"]
+        for e in events
+        if "diagnosticEvent" in e and "waiting for READY" in e["diagnosticEvent"]["message"]
+    ]
+    assert progress and all(d["urn"].endswith(f"{MR}::gpu") for d in progress)
+    writes(emulator)
+    stack.preview("--expect-no-changes")
+
+    stack.set("namePrefix", "grpo")  # a rename: three PATCHes, nothing replaced
+    stack.up()
+    found = writes(emulator)
+    assert sorted(found) == sorted(("PATCH", f"/v1/rl/training-sessions/{i}") for i in outputs["sessionIds"])
+    names = {o["display_name"] for o in active(emulator)["training_sessions"]}
+    assert names == {"grpo-0", "grpo-1", "grpo-2"}
+
+    stack.set("ranks", [8, 16, 64])  # a rank change: that session is replaced, the others stay
+    stack.up()
+    found = writes(emulator)
+    replaced = outputs["sessionIds"][2]
+    assert ("POST", f"/v1/rl/training-sessions/{replaced}/stop") in found
+    assert _posts(found, "/training-sessions") == 1 and _posts(found, "/model-resources") == 0
+    stack.preview("--expect-no-changes")
+
+    # Out of band: someone stops trial0. A refresh drops it; the next up makes a new one.
+    gone = outputs["sessionIds"][0]
+    with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        client.stop_training_session(gone)
+    stack.run("refresh", "--yes", "--skip-preview")
+    assert "trial0" not in stack.resources()
+    stack.up()
+    assert stack.resources()["trial0"]["id"] != gone
+    assert len(active(emulator)["training_sessions"]) == 3
+
+    stack.run("destroy", "--yes", "--skip-preview")
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def _imported_project(tmp: Path, name: str) -> Path:
+    """An empty YAML project on the plugin, in ``tmp``."""
+    project = tmp / name
+    project.mkdir()
+    (project / "Pulumi.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "runtime": "yaml",
+                "plugins": {"providers": [{"name": "together-rl", "path": str(PLUGIN_DIR)}]},
+                "resources": {},
+            }
+        )
+    )
+    return project
+
+
+def test_pulumi_import_of_both_kinds_prints_code_that_previews_with_no_changes(cli_stack, emulator, tmp_path):
+    with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+
+        mr = client.create_model_resource(ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B"))
+        ts = client.create_training_session(
+            TrainingSessionCreateRequest(
+                model_resources_id=mr.id, display_name="made-elsewhere", lora_config={"rank": 8}
+            )
+        )
+    project = _imported_project(tmp_path, "imports")
+    stack = cli_stack(project, face=PLUGIN).init()
+    writes(emulator)
+    for token, name, ident in ((MR, "gpu", mr.id), (TS, "run", ts.id)):
+        result = stack.run("import", token, name, ident, "--yes", "--out", str(tmp_path / f"{name}.yaml"))
+        assert "Traceback" not in result.output
+    # Paste the printed code into the program (unprotected, so that the fixture's destroy can end them).
+    program = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    for name in ("gpu", "run"):
+        code = yaml.safe_load((tmp_path / f"{name}.yaml").read_text())["resources"]
+        for declared in code.values():
+            declared.pop("options", None)
+        program["resources"].update(code)
+    assert program["resources"]["run"]["properties"]["modelResourcesId"] == mr.id
+    # The code names the resource by its id; a program names it by reference (the same value, so no change),
+    # which gives the engine the order of a destroy: sessions first.
+    program["resources"]["run"]["properties"]["modelResourcesId"] = "${gpu.id}"
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    stack.run("state", "unprotect", "--all", "--yes")
+    stack.preview("--expect-no-changes")
+    stack.up("--expect-no-changes")
+    assert writes(emulator) == []  # reading is all an import does
+    stack.run("destroy", "--yes", "--skip-preview")
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def test_a_dynamic_stack_moves_to_the_plugin_with_the_same_ids_and_no_call(cli_stack, emulator, tmp_path):
+    """docs/plugin.md's migration: import each object into the plugin program, paste the code, drop the dynamic
+    entries from the state. Same stack, same ids; nothing is created or stopped."""
+    old = cli_stack("sweep", face=DYNAMIC).init({"sessions": 1, "loraRanks": [8]})
+    old.up()
+    before = {name: entry["id"] for name, entry in old.resources().items()}
+    writes(emulator)
+
+    # The stack's new program: a YAML project of the same name, its config file beside it.
+    project = _imported_project(tmp_path, "together-rl-sweep")
+    new = cli_stack(project, face=PLUGIN, like=old)
+    shutil.copy(old.project / f"Pulumi.{old.name}.yaml", project / f"Pulumi.{old.name}.yaml")
+    new.run("config", "set", "together-rl:baseUrl", emulator.base_url)
+    new.run("config", "set", "--secret", "together-rl:apiKey", emulator.api_key)
+    new.initialized = True
+    # 1. The backup (and the ids). 2. The dynamic entries out of the state (sessions first), with the dynamic
+    # provider, which a YAML project cannot start. 3. Each object imported into the new program, its code pasted.
+    backup = new.export()
+    assert before["sweep-gpu"] in backup
+    for name, kind in (("trial-0", "TrainingSession"), ("sweep-gpu", "ModelResource")):
+        new.run(
+            "state",
+            "delete",
+            f"urn:pulumi:{old.name}::together-rl-sweep::{DYNAMIC.token(kind)}::{name}",
+            "--yes",
+        )
+    new.run(
+        "state",
+        "delete",
+        f"urn:pulumi:{old.name}::together-rl-sweep::pulumi:providers:pulumi-python::default",
+        "--yes",
+    )
+    program = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    for token, name in ((MR, "sweep-gpu"), (TS, "trial-0")):
+        new.run("import", token, name, before[name], "--yes", "--out", str(tmp_path / f"{name}.yaml"))
+        code = yaml.safe_load((tmp_path / f"{name}.yaml").read_text())["resources"]
+        for declared in code.values():
+            declared.pop("options", None)
+        program["resources"].update(code)
+    program["resources"]["trial-0"]["properties"]["modelResourcesId"] = "${sweep-gpu.id}"
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    new.run("state", "unprotect", "--all", "--yes")
+    new.preview("--expect-no-changes")
+    new.up("--expect-no-changes")
+
+    assert {name: entry["id"] for name, entry in new.resources().items()} == before
+    assert writes(emulator) == []  # not one create, stop or PATCH
+    assert [o["id"] for o in active(emulator)["model_resources"]] == [before["sweep-gpu"]]
+    new.run("destroy", "--yes", "--skip-preview")
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
+    (project / f"Pulumi.{old.name}.yaml").unlink()
