@@ -32,6 +32,14 @@ class Face:
     def token(self, kind: str) -> str:
         return f"{self.type_prefix}{kind}"
 
+    def field(self, path: str) -> str:
+        """A core field path (``lora_config.rank``) as this face's messages name it."""
+        if self.name == "dynamic":
+            return path
+        from pulumi_together_rl.resources.keys import camel
+
+        return ".".join(camel(part) for part in path.split("."))
+
     def __str__(self) -> str:
         return self.name
 

@@ -118,7 +118,9 @@ def wait_for(
         if remaining <= 0:
             if trouble is not None:
                 description = f"{description} (the API was failing: {_short(trouble)})"
-            raise WaitTimeout(last=obj, description=description, elapsed=elapsed, timeout=timeout, limit=limit)
+            raise WaitTimeout(
+                last=obj, description=description, elapsed=elapsed, timeout=timeout, limit=limit
+            )
         sleep(min(interval, remaining))
         interval = min(interval * 2, poll_interval)
 

@@ -345,21 +345,21 @@ def test_adopt_takes_over_objects_made_outside_and_destroy_stops_only_those(cli_
     stop_out_of_band(emulator, "resource", shared.id)
 
 
-def test_bad_input_fails_preview_naming_the_field_and_creates_nothing(cli_stack, emulator):
-    stack = cli_stack(EXAMPLES / "sweep").init({"sessions": 1, "loraRanks": [0]})
+def test_bad_input_fails_preview_naming_the_field_and_creates_nothing(cli_stack, emulator, face):
+    stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [0]})
     emulator.control.clear_requests()
     preview = stack.preview(check=False)
     assert preview.returncode != 0, preview
-    assert "lora_config" in preview.output and "rank" in preview.output, preview
+    assert face.field("lora_config.rank") in preview.output, preview
     assert writes(emulator) == []
     assert "Traceback" not in preview.output
 
 
-def test_a_secret_api_key_appears_only_as_ciphertext(cli_stack, emulator):
+def test_a_secret_api_key_appears_only_as_ciphertext(cli_stack, emulator, face):
     key = "tk-distinctive-" + "9f3c1e7a5b2d4680" * 2
     emulator.control.configure(api_key=key)
     try:
-        stack = cli_stack(EXAMPLES / "sweep").init({"sessions": 1, "loraRanks": [8]}, api_key=key)
+        stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]}, api_key=key)
         config_file = Path(stack.project) / f"Pulumi.{stack.name}.yaml"
         assert key not in config_file.read_text() and "secure:" in config_file.read_text()
 
@@ -382,28 +382,28 @@ def test_a_secret_api_key_appears_only_as_ciphertext(cli_stack, emulator):
         emulator.control.reset()
 
 
-def test_a_secret_in_a_field_that_fails_check_is_not_printed(cli_stack, emulator):
+def test_a_secret_in_a_field_that_fails_check_is_not_printed(cli_stack, emulator, face):
     leaked = "tk-pasted-in-the-wrong-field-" + "5e2b9c0d7f1a3864" * 2
-    stack = cli_stack(EXAMPLES / "sweep").init({"sessions": 1, "loraRanks": [8]})
+    stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
     stack.run("config", "set", "--secret", "baseModel", leaked)
     emulator.control.clear_requests()
 
     preview = stack.preview(check=False)
 
     assert preview.returncode != 0, preview
-    assert "base_model" in preview.output and "not a model offered" in preview.output, preview
+    assert face.field("base_model") in preview.output and "not a model offered" in preview.output, preview
     assert leaked not in preview.output
     assert writes(emulator) == []
 
 
-def test_a_failed_create_shows_one_sentence_not_a_traceback(cli_stack, emulator):
+def test_a_failed_create_shows_one_sentence_not_a_traceback(cli_stack, emulator, face):
     emulator.control.configure(api_key=emulator.api_key)  # the emulator checks the key from here on
-    stack = cli_stack(EXAMPLES / "sweep").init({"sessions": 1, "loraRanks": [8]}, api_key="tk-wrong-key-0000")
+    stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]}, api_key="tk-wrong-key-0000")
 
     up = stack.up(check=False)
 
     assert up.returncode != 0, up
     assert "creating model resource (Qwen/Qwen3.5-4B): the API rejected the key (HTTP 401" in up.output, up
-    assert "The key comes from the stack config together:apiKey" in up.output
+    assert f"The key comes from the stack config {face.config}:apiKey" in up.output
     assert "Traceback" not in up.output and "tk-wrong-key-0000" not in up.output
     assert active(emulator)["model_resources"] == []

@@ -75,7 +75,13 @@ class Plugin:
         )
 
     def run(self, coro: Any) -> Any:
-        return asyncio.run(coro)
+        # A loop of its own, never made the thread's current one (asyncio.run would unset the main thread's
+        # loop, which in-process Pulumi SDK tests after this one rely on).
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(coro)
+        finally:
+            loop.close()
 
     def check(self, token: str, name: str, olds: dict | None = None, **news: Any) -> Any:
         return self.run(self.provider.check(CheckRequest(urn(token, name), olds or {}, bag(**news), b"")))

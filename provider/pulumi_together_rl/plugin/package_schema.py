@@ -25,6 +25,7 @@ from typing import Any
 
 from .. import __version__
 from ..resources.face import _load  # the one loader of `module:attribute` names
+from ..resources.keys import camel
 
 PACKAGE = "together-rl"
 """The package name, the first part of every token. Not ``together``: that is the name an official Together
@@ -81,17 +82,6 @@ BY_TOKEN = {kind.token: kind for kind in KINDS}
 
 GET_SUPPORTED_MODELS = f"{PACKAGE}:index:getSupportedModels"
 ESTIMATE_COST = f"{PACKAGE}:index:estimateCost"
-
-
-def camel(snake: str) -> str:
-    """``num_generator_replicas`` -> ``numGeneratorReplicas``."""
-    head, *rest = snake.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def snake(name: str) -> str:
-    """``numGeneratorReplicas`` -> ``num_generator_replicas`` (every name here round-trips; a test holds it)."""
-    return re.sub(r"(?<!^)([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,8 @@ from typing import Any
 from pulumi.provider.experimental.property_value import Computed, PropertyValue
 
 from ..resources.inputs import UNKNOWN_SENTINEL
-from .package_schema import camel, package_schema, snake
+from ..resources.keys import camel, snake
+from .package_schema import PACKAGE, package_schema
 
 Spec = Mapping[str, Any]
 
@@ -70,8 +71,13 @@ def path(name: str) -> str:
 
 def in_words(text: str) -> str:
     """A sentence of the core with every property name it mentions in the schema's names (``max_price_per_hour``
-    reads ``maxPricePerHour``): the plugin's user never wrote the snake_case ones."""
+    reads ``maxPricePerHour``) and the stack config keys in the plugin's namespace (``together:apiKey`` reads
+    ``together-rl:apiKey``): the plugin's user never wrote the dynamic face's."""
+    text = _CONFIG.sub(lambda m: f"{PACKAGE}:{m.group(1)}", text)
     return _NAMES.sub(lambda m: camel(m.group(0)), text)
+
+
+_CONFIG = re.compile(r"(?<![\w-])together:(apiKey|baseUrl|pollInterval)\b")
 
 
 def _names() -> re.Pattern[str]:

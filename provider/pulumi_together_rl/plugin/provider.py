@@ -58,9 +58,9 @@ from .. import config
 from ..messages import Sink, lines_to
 from ..resources import lifecycle
 from ..resources.inputs import changed_keys
-from ..resources.keys import DISPLAY_NAME_MAX, OWNER_KEY
+from ..resources.keys import DISPLAY_NAME_MAX, OWNER_KEY, camel
 from . import functions
-from .package_schema import BY_TOKEN, Kind, camel, schema_text
+from .package_schema import BY_TOKEN, Kind, schema_text
 from .properties import in_words, path, resource_spec, to_core, to_wire
 
 T = TypeVar("T")

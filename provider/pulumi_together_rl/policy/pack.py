@@ -56,17 +56,24 @@ def _plain(value: Any) -> Any:
 
 
 def _items(args: StackValidationArgs) -> list[rules.Item]:
-    return [
-        rules.Item(
-            urn=r.urn,
-            name=r.name,
-            type=r.resource_type,
-            props=_plain(r.props),
-            depends_on={k: [d.urn for d in v] for k, v in r.property_dependencies.items()},
+    """The stack's model resources and sessions, of either face (the plugin's in the core's names)."""
+    items = []
+    for r in args.resources:
+        plugin = r.resource_type in rules.PLUGIN_TYPES
+        if not plugin and r.resource_type not in (rules.MODEL_RESOURCE, rules.TRAINING_SESSION):
+            continue
+        props = _plain(r.props)
+        depends_on = {k: [d.urn for d in v] for k, v in r.property_dependencies.items()}
+        items.append(
+            rules.Item(
+                urn=r.urn,
+                name=r.name,
+                type=rules.PLUGIN_TYPES.get(r.resource_type, r.resource_type),
+                props=rules.in_core_names(props) if plugin else props,
+                depends_on=rules.in_core_names(depends_on) if plugin else depends_on,
+            )
         )
-        for r in args.resources
-        if r.resource_type in (rules.MODEL_RESOURCE, rules.TRAINING_SESSION)
-    ]
+    return items
 
 
 def _stack_name() -> str | None:

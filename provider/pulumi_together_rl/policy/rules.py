@@ -15,6 +15,12 @@ from typing import Any
 
 MODEL_RESOURCE = "pulumi-python:dynamic/together:ModelResource"
 TRAINING_SESSION = "pulumi-python:dynamic/together:TrainingSession"
+PLUGIN_TYPES = {
+    "together-rl:index:ModelResource": MODEL_RESOURCE,
+    "together-rl:index:TrainingSession": TRAINING_SESSION,
+}
+"""The plugin face's tokens -> the kinds the rules know: its resources are the same objects (their properties
+are read in the core's names, :func:`in_core_names`)."""
 
 API_DEFAULT_INACTIVE_TIMEOUT = 3600  # seconds, what the API applies when inactive_timeout is unset
 
@@ -40,6 +46,18 @@ class Item:
     props: Mapping[str, Any]
     depends_on: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
     """URNs each property depends on (``model_resources_id`` -> the ModelResource it came from)."""
+
+
+def in_core_names(props: Any) -> Any:
+    """A plugin resource's properties under the core's names (``maxPricePerHour`` -> ``max_price_per_hour``),
+    at every depth."""
+    from ..resources.keys import snake
+
+    if isinstance(props, Mapping):
+        return {snake(k): in_core_names(v) for k, v in props.items()}
+    if isinstance(props, list):
+        return [in_core_names(v) for v in props]
+    return props
 
 
 def _known(value: Any) -> bool:

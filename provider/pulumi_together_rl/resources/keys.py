@@ -1,6 +1,8 @@
 """The names every face and the core share for what the state holds beside the API's own fields, and the one
 API limit a declaration applies itself. Plain constants: the program side imports them (and nothing heavy)."""
 
+import re
+
 PROVIDER_KEY = "__provider"
 """Where ``pulumi.dynamic`` keeps the pickled provider in every state."""
 
@@ -16,3 +18,15 @@ at it (a change of the resource replaces it, so its id changes)."""
 
 DISPLAY_NAME_MAX = 128
 """The longest ``display_name`` the API takes (a default taken from the Pulumi resource name is cut to it)."""
+
+
+def camel(snake: str) -> str:
+    """A core name in Pulumi's camelCase, as the plugin face shows it: ``num_generator_replicas`` ->
+    ``numGeneratorReplicas``."""
+    head, *rest = snake.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def snake(name: str) -> str:
+    """The inverse of :func:`camel` for every name of the schema (a test holds the round trip)."""
+    return re.sub(r"(?<!^)([A-Z])", lambda m: "_" + m.group(1).lower(), name)
