@@ -254,3 +254,40 @@ def test_the_policy_pack_runs_as_an_executable_too(cli_stack, project, emulator,
         "--policy-pack-config",
         str(settings),
     )
+
+
+# The same pack over the plugin face: a Pulumi YAML program of two priced resources and six sessions on one.
+PLUGIN_PROGRAM = {
+    "name": "preview-truth",
+    "runtime": "yaml",
+    "plugins": {"providers": [{"name": "together-rl", "path": str(ROOT / "provider" / "pulumi_together_rl" / "plugin")}]},
+    "config": {"sessions": {"type": "integer", "default": 6}},
+    "resources": {
+        "small": {"type": "together-rl:ModelResource", "properties": {"baseModel": SMALL, "computeConfig": {"numGeneratorReplicas": 1}}},
+        "big": {"type": "together-rl:ModelResource", "properties": {"baseModel": BIG, "computeConfig": {"numGeneratorReplicas": 1}}},
+        **{
+            f"run-{i}": {"type": "together-rl:TrainingSession", "properties": {"modelResourcesId": "${small.id}", "loraConfig": {"rank": 8}}}
+            for i in range(6)
+        },
+    },
+}  # fmt: skip
+
+
+def test_the_policy_pack_judges_the_plugins_resources_too(cli_stack, emulator, tmp_path):
+    import yaml
+    from harness.faces import PLUGIN
+
+    folder = tmp_path / "yaml-project"
+    folder.mkdir()
+    (folder / "Pulumi.yaml").write_text(yaml.safe_dump(PLUGIN_PROGRAM))
+    stack = cli_stack(folder, face=PLUGIN).init()
+    emulator.control.clear_requests()
+    pack, settings = _pack(tmp_path, {"together-rl-budget": {"max_price_per_hour": 40}})
+
+    result = stack.preview("--policy-pack", str(pack), "--policy-pack-config", str(settings), check=False)
+
+    assert result.returncode != 0, str(result)
+    assert "stack total 44.00 USD/h over 2 model resource(s) (big 33.00, small 11.00)" in result.output
+    assert "exceeds the budget max_price_per_hour 40.00" in result.output
+    assert "model resource small has 6 training sessions declared on it" in result.output
+    assert writes(emulator) == []
