@@ -184,3 +184,14 @@ def test_a_dynamic_stack_moves_to_the_plugin_with_the_same_ids_and_no_call(cli_s
     new.run("destroy", "--yes", "--skip-preview")
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
     (project / f"Pulumi.{old.name}.yaml").unlink()
+
+
+def test_pulumi_package_get_schema_lists_both_resources_and_their_functions(cli_stack, tmp_path):
+    stack = cli_stack(tmp_path, face=PLUGIN)
+    printed = json.loads(stack.run("package", "get-schema", str(PLUGIN_DIR), stack=False).stdout)
+    assert sorted(printed["resources"]) == [MR, TS]
+    assert sorted(printed["functions"]) == [
+        "together-rl:index:estimateCost",
+        "together-rl:index:getSupportedModels",
+    ]
+    assert all(p["description"] for r in printed["resources"].values() for p in r["inputProperties"].values())
