@@ -6,13 +6,14 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: help uv sync cli yaml-host demo test typecheck bench chaos lint format importtime clean
+.PHONY: help uv sync cli sdk yaml-host demo test typecheck bench chaos lint format importtime clean
 
 help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
 	@echo "make test        # the whole test suite, the real-CLI tests included where the CLI can be provided (what CI runs)"
 	@echo "make typecheck   # mypy --strict on a user program against the public Args (tests/typing; part of make test)"
 	@echo "make cli         # provide the pinned Pulumi CLI (scripts/pulumi-cli.sh) and print its folder"
+	@echo "make sdk         # regenerate sdk/python and sdk/nodejs from the plugin's schema (scripts/gen-sdk.sh)"
 	@echo "make yaml-host   # provide the pinned Pulumi YAML language host (scripts/pulumi-yaml.sh) and print its folder"
 	@echo "make bench       # how the provider waits (overshoot, requests, 2 + 16 / 4 + 20 convergence) next to the together SDK"
 	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI), audited"
@@ -27,6 +28,10 @@ sync: uv
 
 cli:
 	@bash scripts/pulumi-cli.sh
+
+# The checked-in SDKs of the plugin face; tests/e2e/test_generated_sdks.py fails when they are out of date.
+sdk:
+	@bash scripts/gen-sdk.sh
 
 yaml-host:
 	@bash scripts/pulumi-yaml.sh

@@ -195,3 +195,23 @@ def test_pulumi_package_get_schema_lists_both_resources_and_their_functions(cli_
         "together-rl:index:getSupportedModels",
     ]
     assert all(p["description"] for r in printed["resources"].values() for p in r["inputProperties"].values())
+
+
+def test_the_python_sdk_example_runs_both_faces_on_one_gpu(cli_stack, emulator):
+    stack = cli_stack(ROOT / "examples" / "python-sdk", face=PLUGIN).init()
+    stack.run(
+        "config", "set", f"{DYNAMIC.config}:baseUrl", emulator.base_url
+    )  # the dynamic session's settings
+    stack.run("config", "set", "--secret", f"{DYNAMIC.config}:apiKey", emulator.api_key)
+
+    stack.up()
+    outputs = stack.outputs()
+    assert outputs["price_per_hour"] == outputs["estimated_price_per_hour"] == 11
+    now = active(emulator)
+    assert [o["id"] for o in now["model_resources"]] == [outputs["model_resource_id"]]
+    assert sorted(o["id"] for o in now["training_sessions"]) == sorted(outputs["session_ids"])
+    assert {o["model_resources_id"] for o in now["training_sessions"]} == {outputs["model_resource_id"]}
+    writes(emulator)
+    stack.preview("--expect-no-changes")
+    stack.run("destroy", "--yes", "--skip-preview")
+    assert active(emulator) == {"model_resources": [], "training_sessions": []}
