@@ -1,8 +1,9 @@
 """What the provider adds to a Pulumi command, next to the floor: a 20-resource stack (4 model resources with 4
-sessions each) through the real Pulumi CLI, ours against the emulator with instant provisioning, and the same
-shape of resources served by a dynamic provider that does nothing (``harness/noop_provider.py``).
+sessions each) through the real Pulumi CLI, on each face against the emulator with instant provisioning (the
+dynamic resources, and the plugin through its generated Python SDK, so that both programs are Python), and the
+same shape of resources served by a dynamic provider that does nothing (``harness/noop_provider.py``).
 
-Not a test: prints the median wall time of each command over ``--runs`` runs, and ours / the floor. The commands
+Not a test: prints the median wall time of each command over ``--runs`` runs, and each face / the floor. The commands
 that change nothing (``preview``, an ``up`` with no change, ``refresh``) are what a GitOps pipeline runs on every
 pull request; ``destroy`` is there for completeness. Both projects refresh first (``refresh: always``, as the
 examples do).
@@ -21,6 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from harness.cli import CLIStack, provide
+from harness.faces import DYNAMIC, PLUGIN
 
 from pulumi_together_rl.emulator.control import EmulatorControl
 from pulumi_together_rl.emulator.server import EmulatorServer
@@ -42,6 +44,18 @@ for r in range(config.require_int("resources")):
     for s in range(config.require_int("sessions")):
         TrainingSession(f"gpu{r}-s{s}", TrainingSessionArgs(model_resource=gpu, lora_config={"rank": 16}))
 """
+PLUGIN_PROGRAM = """
+import pulumi
+import pulumi_together_rl_sdk as together_rl
+
+config = pulumi.Config()
+for r in range(config.require_int("resources")):
+    gpu = together_rl.ModelResource(f"gpu{r}", base_model="Qwen/Qwen3.5-4B",
+                                    compute_config={"num_generator_replicas": 1})
+    for s in range(config.require_int("sessions")):
+        together_rl.TrainingSession(f"gpu{r}-s{s}", model_resources_id=gpu.id, lora_config={"rank": 16})
+"""
+PLUGINS = f"plugins:\n  providers:\n    - name: together-rl\n      path: {ROOT / 'provider' / 'pulumi_together_rl' / 'plugin'}\n"
 FLOOR = """
 import pulumi
 from harness.noop_provider import NoopModelResource, NoopTrainingSession
@@ -59,11 +73,11 @@ COMMANDS = {
 }
 
 
-def project(where: Path, program: str) -> Path:
+def project(where: Path, program: str, extra: str = "") -> Path:
     where.mkdir()
     (where / "Pulumi.yaml").write_text(
         f"name: {where.name}\nruntime:\n  name: python\n  options:\n    toolchain: uv\n"
-        f"    virtualenv: {ROOT / '.venv'}\noptions:\n  refresh: always\n"
+        f"    virtualenv: {ROOT / '.venv'}\noptions:\n  refresh: always\n{extra}"
     )
     (where / "__main__.py").write_text(program)
     return where
@@ -102,12 +116,14 @@ def main() -> None:
         control = EmulatorControl(server.base_url)
         emulator = SimpleNamespace(base_url=server.base_url, api_key=API_KEY, control=control)
         with tempfile.TemporaryDirectory() as tmp:
-            for label, program in (("floor", FLOOR), ("ours", OURS)):
+            faces = (("floor", FLOOR, "", DYNAMIC), ("dynamic", OURS, "", DYNAMIC),
+                     ("plugin", PLUGIN_PROGRAM, PLUGINS, PLUGIN))  # fmt: skip
+            for label, program, extra, face in faces:
                 control.reset()
                 # Python caches compiled modules (.pyc) as a user's machine does: with PYTHONDONTWRITEBYTECODE
                 # (set in some containers) every command would compile pulumi, httpx and pydantic anew.
-                stack = CLIStack(project(Path(tmp) / label, program), Path(tmp) / f"{label}-stack", emulator,
-                                 bin_dir=bin_dir, PYTHONDONTWRITEBYTECODE=None)  # fmt: skip
+                stack = CLIStack(project(Path(tmp) / label, program, extra), Path(tmp) / f"{label}-stack",
+                                 emulator, bin_dir=bin_dir, face=face, PYTHONDONTWRITEBYTECODE=None)  # fmt: skip
                 try:
                     stack.init(shape)
                     stack.up()
@@ -119,10 +135,13 @@ def main() -> None:
     print(
         f"{total} resources, instant provisioning, median of {args.runs} runs (destroy: 1), the real Pulumi CLI"
     )
-    print(f"{'command':<16}{'floor':>9}{'ours':>9}{'ours/floor':>12}")
+    print(
+        f"{'command':<16}{'floor':>9}{'dynamic':>9}{'plugin':>9}{'dyn/floor':>11}{'plug/floor':>11}{'plug/dyn':>10}"
+    )
     for name in (*COMMANDS, "destroy"):
-        floor, ours = results["floor"][name], results["ours"][name]
-        print(f"{name:<16}{floor:>8.2f}s{ours:>8.2f}s{ours / floor:>12.2f}")
+        floor, dyn, plug = (results[label][name] for label in ("floor", "dynamic", "plugin"))
+        print(f"{name:<16}{floor:>8.2f}s{dyn:>8.2f}s{plug:>8.2f}s{dyn / floor:>11.2f}{plug / floor:>11.2f}"
+              f"{plug / dyn:>10.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -52,14 +52,14 @@ def kill_provider_during(stack, emulator, *, created: int = 1, when=None, what: 
         else:
             wait_until(lambda: len(resources(emulator)) >= created, 120, what)
             time.sleep(1.0)  # well inside the wait
-        for pid in wait_until(lambda: provider_pids(state_dir), 30, "the provider"):
+        for pid in wait_until(lambda: provider_pids(state_dir, stack.face), 30, "the provider"):
             os.kill(pid, signal.SIGKILL)
         process.communicate(timeout=240)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
-    wait_until(lambda: not provider_pids(state_dir), 60, "the old provider to exit")
+    wait_until(lambda: not provider_pids(state_dir, stack.face), 60, "the old provider to exit")
 
 
 def posting(stack) -> bool:
@@ -85,20 +85,22 @@ def held(stack) -> set[str]:
     return {r["id"] for r in stack.resources().values() if r.get("id")}
 
 
-def test_sigkill_of_the_cli_mid_create_converges_with_one_object_and_names_the_commands(cli_stack, emulator):
+def test_sigkill_of_the_cli_mid_create_converges_with_one_object_and_names_the_commands(
+    cli_stack, emulator, face
+):
     """A CI runner's hard cancel: the CLI dies, its plugin (own process group) would keep waiting for an hour.
     It notices, keeps the entry with the id and exits; the re-run takes the object over by id."""
     emulator.control.configure(timings={"resource_pending": 15.0})
-    stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
+    stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
     state_dir = stack.env["TOGETHER_RL_STATE_DIR"]
     process = stack.popen("up", "--yes", "--skip-preview")
     wait_until(lambda: resources(emulator), 120, "the create")
-    wait_until(lambda: provider_pids(state_dir), 30, "the provider")
+    wait_until(lambda: provider_pids(state_dir, face), 30, "the provider")
     time.sleep(1.0)
     os.kill(process.pid, signal.SIGKILL)  # the CLI itself, nothing else
     process.communicate()
 
-    wait_until(lambda: not provider_pids(state_dir), 15, "the orphaned provider to notice and exit")
+    wait_until(lambda: not provider_pids(state_dir, face), 15, "the orphaned provider to notice and exit")
     for pid in processes_of(stack):  # the language host the killed CLI left (not ours to test)
         os.kill(pid, signal.SIGKILL)
     [entry] = [e for e in entries(state_dir) if e.kind == "model resource"]
@@ -123,13 +125,13 @@ def test_sigkill_of_the_cli_mid_create_converges_with_one_object_and_names_the_c
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
 
 
-def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulator, tmp_path):
+def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulator, tmp_path, face):
     """Stack A is killed while its POST is in flight (its entry has no id); stack B, same machine and request,
     creates meanwhile. A's re-run finds its own by a strict unique match: B's is claimed by B's record."""
     shared = str(tmp_path / "one-machine-state")
     emulator.control.configure(timings={"resource_pending": 1.0})
-    a = cli_stack(SWEEP, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
-    b = cli_stack(SWEEP, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
+    a = cli_stack("sweep", face=face, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
+    b = cli_stack("sweep", face=face, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
     emulator.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=6.0, times=1)
 
     kill_provider_during(a, emulator, when=lambda: posting(a), what="A's POST to be sent")
@@ -149,11 +151,11 @@ def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulato
     assert len(active(emulator)["training_sessions"]) == 1
 
 
-def test_a_look_alike_posted_by_hand_at_the_same_moment_is_never_taken(cli_stack, emulator):
+def test_a_look_alike_posted_by_hand_at_the_same_moment_is_never_taken(cli_stack, emulator, face):
     """A colleague makes the identical resource by hand while A's POST is in flight and A is killed: A's
     re-run cannot tell which is its own, touches nothing, and says what it found."""
     emulator.control.configure(timings={"resource_pending": 1.0})
-    a = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
+    a = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
     emulator.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=4.0, times=1)
 
     kill_provider_during(a, emulator, when=lambda: posting(a), what="A's POST to be sent")
@@ -165,7 +167,8 @@ def test_a_look_alike_posted_by_hand_at_the_same_moment_is_never_taken(cli_stack
     rerun = a.up(check=False)
 
     assert rerun.returncode != 0
-    assert colleagues in rerun.output and "none can be proven" in rerun.output and "adopt_id" in rerun.output
+    assert colleagues in rerun.output and "none can be proven" in rerun.output
+    assert face.field("adopt_id") in rerun.output
     assert "Traceback" not in rerun.output
     posts = [r for r in emulator.control.requests() if r["method"] == "POST"]
     assert [p["path"] for p in posts if p["path"] == RESOURCES] == []  # nothing made

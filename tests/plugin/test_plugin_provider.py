@@ -4,6 +4,7 @@ names, with what only this face has (preview answers, customTimeouts, secrets, l
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -246,3 +247,32 @@ def test_the_functions_answer_supported_models_and_prices(plugin):
         )
     )
     assert [f.property for f in bad.failures] == ["inactiveTimeout"]
+
+
+def test_every_create_of_a_stack_runs_at_once_on_the_plugins_workers(monkeypatch):
+    """24 creates that each hold their thread until all 24 are in flight: they finish only if the plugin's loop
+    runs them all at once (asyncio's default pool has cpu + 4 threads)."""
+    from pulumi_together_rl.plugin import server
+    from pulumi_together_rl.resources import lifecycle
+
+    count = 24
+    together = threading.Barrier(count, timeout=30)
+
+    def create(schema: Any, props: Any, *, timeout: float | None = None) -> Any:
+        together.wait()
+        return lifecycle.Made("mr-1", {"status": "READY"})
+
+    monkeypatch.setattr(lifecycle, "create", create)
+    provider = TogetherRLProvider()
+
+    async def stack() -> list[Any]:
+        server.use_operation_workers(asyncio.get_running_loop())
+        requests = [CreateRequest(urn(MR, f"gpu{i}"), bag(baseModel=MODEL), 0, False) for i in range(count)]
+        return await asyncio.gather(*(provider.create(r) for r in requests))
+
+    loop = asyncio.new_event_loop()
+    try:
+        made = loop.run_until_complete(stack())
+    finally:
+        loop.close()
+    assert [m.resource_id for m in made] == ["mr-1"] * count

@@ -13,14 +13,14 @@ property the schema marks ``secret``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pulumi.provider.experimental.property_value import Computed, PropertyValue
 
-from ..resources.inputs import UNKNOWN_SENTINEL
-from ..resources.keys import camel, snake
+from ..resources.keys import UNKNOWN_SENTINEL, camel, snake
 from .package_schema import PACKAGE, package_schema
 
 Spec = Mapping[str, Any]
@@ -74,13 +74,15 @@ def in_words(text: str) -> str:
     reads ``maxPricePerHour``) and the stack config keys in the plugin's namespace (``together:apiKey`` reads
     ``together-rl:apiKey``): the plugin's user never wrote the dynamic face's."""
     text = _CONFIG.sub(lambda m: f"{PACKAGE}:{m.group(1)}", text)
-    return _NAMES.sub(lambda m: camel(m.group(0)), text)
+    return names().sub(lambda m: camel(m.group(0)), text)
 
 
 _CONFIG = re.compile(r"(?<![\w-])together:(apiKey|baseUrl|pollInterval)\b")
 
 
-def _names() -> re.Pattern[str]:
+@functools.cache
+def names() -> re.Pattern[str]:
+    """Every snake_case name of the schema, for :func:`in_words`."""
     schema = package_schema()
     found: set[str] = set()
     for res in schema["resources"].values():
@@ -136,6 +138,3 @@ def _value(spec: Spec | None, value: Any) -> PropertyValue:
     if isinstance(value, (int, float)):
         return PropertyValue(float(value))
     return PropertyValue(str(value))
-
-
-_NAMES = _names()

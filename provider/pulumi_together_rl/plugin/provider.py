@@ -56,10 +56,7 @@ from pulumi.provider.experimental.provider import (
 
 from .. import config
 from ..messages import Sink, lines_to
-from ..resources import lifecycle
-from ..resources.inputs import changed_keys
 from ..resources.keys import DISPLAY_NAME_MAX, OWNER_KEY, camel
-from . import functions
 from .package_schema import BY_TOKEN, Kind, schema_text
 from .properties import in_words, path, resource_spec, to_core, to_wire
 
@@ -100,7 +97,9 @@ class TogetherRLProvider(Provider):
         kind = BY_TOKEN[request.type]
         olds, _ = _plan(kind, request.old_state)
         news, _ = _plan(kind, request.new_inputs)
-        found = lifecycle.diff(kind.schema, olds, news)  # no HTTP: runs on the loop
+        from ..resources.inputs import changed_keys
+
+        found = core().diff(kind.schema, olds, news)  # no HTTP: runs on the loop
         schema = kind.schema
         changed = changed_keys(olds, news, (*schema.replace_on_changes, *schema.update_in_place))
         return DiffResponse(
@@ -116,14 +115,14 @@ class TogetherRLProvider(Provider):
         props, secrets = _plan(kind, request.properties)
         if request.preview:
             return CreateResponse(None, _state(kind, props, secrets))
-        made = await self._run(request.urn, _call(lifecycle.create, timeout=request.timeout or None),
+        made = await self._run(request.urn, _call(core().create, timeout=request.timeout or None),
                                kind.schema, props)  # fmt: skip
         return CreateResponse(made.id, _state(kind, made.outputs, secrets))
 
     async def read(self, request: ReadRequest) -> ReadResponse:
         kind = BY_TOKEN[request.type]
         props, secrets = _plan(kind, request.properties)
-        found = await self._run(request.urn, lifecycle.read, kind.schema, request.resource_id, props)
+        found = await self._run(request.urn, core().read, kind.schema, request.resource_id, props)
         if found is None:
             return ReadResponse("", {}, {})
         inputs = request.inputs if found.inputs is None else _state(kind, found.inputs, secrets)
@@ -135,17 +134,19 @@ class TogetherRLProvider(Provider):
         news, secrets = _plan(kind, request.news)
         if request.preview:
             return UpdateResponse(_state(kind, {**olds, **news}, secrets))
-        outputs = await self._run(request.urn, lifecycle.update, kind.schema, request.resource_id, olds, news)
+        outputs = await self._run(request.urn, core().update, kind.schema, request.resource_id, olds, news)
         return UpdateResponse(_state(kind, outputs, secrets))
 
     async def delete(self, request: DeleteRequest) -> None:
         kind = BY_TOKEN[request.type]
         props, _ = _plan(kind, request.properties)
-        await self._run(request.urn, _call(lifecycle.delete, timeout=request.timeout or None),
+        await self._run(request.urn, _call(core().delete, timeout=request.timeout or None),
                         kind.schema, request.resource_id, props)  # fmt: skip
 
     async def invoke(self, request: InvokeRequest) -> InvokeResponse:
-        function = functions.BY_TOKEN[request.tok]
+        from .functions import BY_TOKEN as FUNCTIONS
+
+        function = FUNCTIONS[request.tok]
         args, _ = to_core(function.inputs, request.args)
         result, failures = await self._run("", function.call, args)
         if failures:
@@ -160,6 +161,14 @@ class TogetherRLProvider(Provider):
             return await asyncio.to_thread(call, *args)
         with lines_to(self._sink(urn)):
             return await asyncio.to_thread(call, *args)
+
+
+def core() -> Any:
+    """The shared lifecycle, imported at the first operation rather than before the plugin answers the engine
+    (the server warms it up meanwhile: :func:`.server.main`)."""
+    from ..resources import lifecycle
+
+    return lifecycle
 
 
 def _plan(kind: Kind, bag: Mapping[str, PropertyValue]) -> tuple[dict[str, Any], set[str]]:

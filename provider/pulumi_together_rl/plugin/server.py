@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import os
+import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -112,6 +114,35 @@ def one_sentence(exc: BaseException) -> str | None:
     return in_words(str(found))
 
 
+OPERATION_WORKERS = 128
+"""Threads for the operations in flight: more than any stack runs at once (the dynamic face widens its server's
+pool to the same)."""
+
+
+def use_operation_workers(loop: asyncio.AbstractEventLoop) -> None:
+    """Each operation holds a worker thread while it waits (READY, RUNNING, a stop): asyncio's default pool (at
+    most cpu + 4 threads) would run a stack's creates a few at a time."""
+    loop.set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(max_workers=OPERATION_WORKERS, thread_name_prefix="operation")
+    )
+
+
+def _warm_up() -> None:
+    from . import functions, properties
+    from .provider import core
+
+    core()
+    properties.names()
+    del functions
+
+
+def _ended() -> None:
+    from .. import lifeline
+
+    why = "the language host ended this plugin (SIGTERM): the engine it served is gone"
+    threading.Thread(target=lifeline.engine_gone, args=(why,), name="ended", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve the plugin (the engine starts it with its address as the first argument)."""
     from pulumi.provider.experimental.server import ProviderServicer
@@ -128,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     engine = EngineLog(known.engine)
 
     async def serve() -> None:
+        use_operation_workers(asyncio.get_running_loop())
         server = grpc.aio.server(interceptors=[_OneSentence()], options=_GRPC_CHANNEL_OPTIONS)
         provider = TogetherRLProvider(sink=engine.sink)
         servicer = ProviderServicer(args, __version__, provider, engine_address=known.engine)
@@ -136,7 +168,13 @@ def main(argv: list[str] | None = None) -> None:
         await server.start()
         sys.stdout.write(f"{port}\n")
         sys.stdout.flush()
+        # The engine waits for the port before anything else: the core is imported after it, while the engine
+        # configures the plugin.
+        threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
         lifeline.watch()  # a killed CLI: stop waiting, keep the journal's entries, exit
+        # The language host ends a plugin whose engine went away with SIGTERM (this repository's host; upstream
+        # hosts kill it outright, and the journal's entries then keep the ids without the note).
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _ended)
         await server.wait_for_termination()
 
     try:

@@ -29,9 +29,7 @@ from pydantic import (
 
 from ..client import errors
 from ..messages import UNPRINTABLE, printable
-from .keys import OWNER_KEY, PROVIDER_KEY
-
-UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN, without importing rpc
+from .keys import OWNER_KEY, PROVIDER_KEY, UNKNOWN_SENTINEL
 
 
 class Failure(NamedTuple):

@@ -16,6 +16,10 @@ SPEC_KEY = "model_resource_spec"
 ``compute_config`` and ``lora_enabled``, for check to validate against while its id is unknown. Diff never looks
 at it (a change of the resource replaces it, so its id changes)."""
 
+UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+"""How the engine writes a value it does not know yet (``pulumi.runtime.rpc.UNKNOWN``, without importing rpc):
+what a face hands the core for it, and answers with for it."""
+
 DISPLAY_NAME_MAX = 128
 """The longest ``display_name`` the API takes (a default taken from the Pulumi resource name is cut to it)."""
 

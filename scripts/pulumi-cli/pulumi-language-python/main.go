@@ -30,6 +30,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
@@ -42,6 +44,10 @@ import (
 // The exec shim exits with this code after it has shown the user an actionable message (the Python SDK's
 // convention); the engine is then told to bail without adding a message of its own.
 const userActionableExitCode = 32
+
+// How long a plugin has to exit after SIGTERM before it is killed: the provider plugin waits up to 30 s for
+// POSTs in flight to answer (lifeline.POST_GRACE), then records its journal entries.
+const pluginGrace = 45 * time.Second
 
 func main() {
 	// The engine passes logging and tracing flags to every plugin (-v and --logtostderr are already registered
@@ -229,6 +235,11 @@ func (h *pythonHost) RunPlugin(
 	if err != nil {
 		return fmt.Errorf("preparing the Python command: %w", err)
 	}
+	// When the engine's stream ends (the CLI is gone, or done with the plugin), the plugin gets SIGTERM and a
+	// grace period rather than SIGKILL: a provider plugin in the middle of a create records what it made (the
+	// create journal) before it exits.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = pluginGrace
 	closer, stdout, stderr, err := rpcutil.MakeRunPluginStreams(server, false)
 	if err != nil {
 		return err
