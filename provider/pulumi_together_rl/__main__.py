@@ -4,7 +4,7 @@
 and training sessions of the API key's user that no Pulumi stack holds (by default, every stack of the logged-in
 backend). ``policy-pack <folder>``
 (:mod:`pulumi_together_rl.policy.folder`): write the policy-pack folder that ``pulumi preview --policy-pack``
-takes. This module only parses the arguments; the logic and its documentation live in those modules.
+takes. ``plugin schema|path``: the plugin face's package schema, or its folder. This module only parses the arguments; the logic and its documentation live in those modules.
 """
 
 from __future__ import annotations
@@ -166,7 +166,30 @@ def build_parser() -> argparse.ArgumentParser:
         "written relative to FOLDER)",
     )
     pack.set_defaults(handler=_policy_pack)
+    plugin = commands.add_parser(
+        "plugin",
+        help="print the plugin face's package schema, or the folder of the plugin",
+        description=(
+            "`plugin schema` prints the package schema of the plugin face (package together-rl), what `pulumi "
+            "package get-schema` prints, without starting anything: `pulumi package gen-sdk` takes the file. "
+            "`plugin path` prints the plugin folder to name under `plugins: providers:` in a Pulumi.yaml."
+        ),
+    )
+    plugin.add_argument("what", choices=["schema", "path"])
+    plugin.set_defaults(handler=_plugin)
     return parser
+
+
+def _plugin(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.what == "path":
+        print(Path(__file__).resolve().parent / "plugin")
+        return 0
+    from .plugin.package_schema import schema_text
+
+    print(schema_text())
+    return 0
 
 
 def _policy_pack(args: argparse.Namespace) -> int:

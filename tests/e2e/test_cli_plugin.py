@@ -215,3 +215,61 @@ def test_the_python_sdk_example_runs_both_faces_on_one_gpu(cli_stack, emulator):
     stack.preview("--expect-no-changes")
     stack.run("destroy", "--yes", "--skip-preview")
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def test_get_reads_an_object_made_elsewhere_and_never_stops_it(cli_stack, emulator, tmp_path):
+    with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        from pulumi_together_rl.client.models import ModelResourceCreateRequest
+
+        shared = client.create_model_resource(ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B"))
+    project = _imported_project(tmp_path, "reads")
+    program = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    program["resources"]["shared"] = {"type": "together-rl:ModelResource", "get": {"id": shared.id}}
+    program["outputs"] = {"baseModel": "${shared.baseModel}", "status": "${shared.status}"}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    stack = cli_stack(project, face=PLUGIN).init()
+    writes(emulator)
+
+    stack.up()
+    assert stack.outputs() == {"baseModel": "Qwen/Qwen3.5-4B", "status": "READY"}
+    stack.run("destroy", "--yes", "--skip-preview")
+    assert writes(emulator) == []  # read, never stopped
+    assert [o["id"] for o in active(emulator)["model_resources"]] == [shared.id]
+
+
+def test_the_plugin_runs_from_a_pip_installed_wheel(cli_stack, emulator, tmp_path):
+    """A user's venv (pip, no uv project): the engine runs the folder's executable with that venv's Python."""
+    import subprocess
+    import sys
+
+    subprocess.run(
+        ["uv", "build", "--wheel", "--out-dir", str(tmp_path / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    subprocess.run(
+        ["uv", "pip", "install", "--python", str(venv / "bin" / "python"), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    folder = subprocess.run([str(venv / "bin" / "python"), "-m", "pulumi_together_rl", "plugin", "path"],
+                            check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert folder.startswith(str(venv))
+    project = _imported_project(tmp_path, "installed")
+    program = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    program["plugins"]["providers"][0]["path"] = folder
+    program["resources"]["gpu"] = {
+        "type": "together-rl:ModelResource",
+        "properties": {"baseModel": "Qwen/Qwen3.5-4B"},
+    }
+    program["outputs"] = {"id": "${gpu.id}"}
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    stack = cli_stack(project, face=PLUGIN).init()
+
+    stack.up()
+    assert [o["id"] for o in active(emulator)["model_resources"]] == [stack.outputs()["id"]]
+    stack.run("destroy", "--yes", "--skip-preview")
+    assert active(emulator)["model_resources"] == []
