@@ -68,14 +68,16 @@ def _watch(engine: journal.Process, exit: Callable[[int], object], every: float)
     engine_gone(f"the engine this provider served (pulumi, {engine.describe()}) is gone", exit)
 
 
-def engine_gone(why: str, exit: Callable[[int], object] = os._exit) -> None:
+def engine_gone(why: str, exit: Callable[[int], object] = os._exit, *, quiet_if_idle: bool = False) -> None:
     """The engine will read no more answers (``why``): stop, keep every entry held for the next run, exit.
-    What :func:`watch` does once the engine process is gone; also the plugin's answer to SIGTERM, which its
-    language host sends when the engine's connection to it ends."""
+    What :func:`watch` does once the engine process is gone; also the plugin's answer to the signal that ends
+    it (SIGINT from the engine, SIGTERM from a language host), which says nothing when it holds no entry: that
+    is how every command ends its plugins."""
     if _gone.is_set():
         return
     _gone.set()
-    progress_line(f"{why}: keeping the create journal's entries for the next `pulumi up` and exiting")
+    if journal.holding() or not quiet_if_idle:
+        progress_line(f"{why}: keeping the create journal's entries for the next `pulumi up` and exiting")
     deadline = time.monotonic() + POST_GRACE
     while time.monotonic() < deadline and any(_posting(e) for e in journal.holding()):
         time.sleep(0.1)

@@ -136,11 +136,13 @@ def _warm_up() -> None:
     del functions
 
 
-def _ended() -> None:
+def _ended(signal_name: str) -> None:
     from .. import lifeline
 
-    why = "the language host ended this plugin (SIGTERM): the engine it served is gone"
-    threading.Thread(target=lifeline.engine_gone, args=(why,), name="ended", daemon=True).start()
+    why = f"this plugin was ended ({signal_name}) before the engine got its answers"
+    threading.Thread(
+        target=lifeline.engine_gone, args=(why,), kwargs={"quiet_if_idle": True}, name="ended", daemon=True
+    ).start()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,9 +174,11 @@ def main(argv: list[str] | None = None) -> None:
         # configures the plugin.
         threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
         lifeline.watch()  # a killed CLI: stop waiting, keep the journal's entries, exit
-        # The language host ends a plugin whose engine went away with SIGTERM (this repository's host; upstream
-        # hosts kill it outright, and the journal's entries then keep the ids without the note).
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _ended)
+        # The engine ends its plugins with SIGINT (then SIGKILL), and this repository's Python language host a
+        # plugin whose engine went away with SIGTERM (upstream hosts kill it outright, and the journal's entries
+        # then keep their ids without the note). Either way, nobody reads the answers any more.
+        for number in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(number, _ended, signal.Signals(number).name)
         await server.wait_for_termination()
 
     try:
