@@ -67,22 +67,22 @@ def emulator(emulator_server, monkeypatch):
     control.close()
 
 
-@pytest.fixture(scope="session")
-def pulumi_bin() -> str:
-    found, reason = provide()
+def _tool(found: str | None, reason: str) -> str:
+    """A tool the CLI tests need: its folder, else skipped with the reason, or failed where
+    TOGETHER_RL_REQUIRE_CLI=1 (CI)."""
     if found:
         return found
     if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
         pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every CLI test must run here)", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pulumi_bin() -> str:
+    return _tool(*provide())
 
 
 @pytest.fixture(scope="session")
 def yaml_bin() -> str:
     """The folder of the Pulumi YAML language host (the plugin face's programs), like :func:`pulumi_bin`."""
-    found, reason = provide_yaml_host()
-    if found:
-        return found
-    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
-        pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every CLI test must run here)", pytrace=False)
-    pytest.skip(reason)
+    return _tool(*provide_yaml_host())
