@@ -23,6 +23,9 @@ import httpx
 from ..config import DEFAULT_BASE_URL
 from .errors import ConfigurationError, InvalidArgument
 from .models import (
+    CheckpointInfo,
+    CheckpointList,
+    CheckpointType,
     CostEstimate,
     ExtendExpiryRequest,
     ModelResource,
@@ -44,7 +47,7 @@ from .transport import (
     RetryPolicy,
     Transport,
 )
-from .wire import _RESOURCES, _SESSIONS, _SUPPORTED_MODELS, M, _paginate, _parse, _parse_list
+from .wire import _CHECKPOINTS, _RESOURCES, _SESSIONS, _SUPPORTED_MODELS, M, _paginate, _parse, _parse_list
 
 ENV_API_KEY = "TOGETHER_API_KEY"
 ENV_BASE_URL = "TOGETHER_BASE_URL"
@@ -267,6 +270,47 @@ class TogetherRL(CreateReconciler):
 
     def stop_training_session(self, id: str) -> TrainingSession:
         return self._call(TrainingSession, "POST", f"{_SESSIONS}/{_segment(id)}/stop")
+
+    # ------------------------------------------------------------------------------------ checkpoints
+
+    def get_checkpoint(self, id: str) -> CheckpointInfo:
+        return self._call(CheckpointInfo, "GET", f"{_CHECKPOINTS}/{_segment(id)}")
+
+    def list_checkpoints(
+        self,
+        *,
+        session_id: str | None = None,
+        base_model: str | None = None,
+        type: CheckpointType | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> CheckpointList:
+        """One page, newest first, filtered by session, base model and type."""
+        kind = type.value if isinstance(type, CheckpointType) else type
+        params = {
+            "session_id": session_id,
+            "base_model": base_model,
+            "type": kind,
+            "limit": limit,
+            "after": after,
+        }
+        return self._call(CheckpointList, "GET", _CHECKPOINTS, params=params)
+
+    def iter_checkpoints(
+        self,
+        *,
+        session_id: str | None = None,
+        base_model: str | None = None,
+        type: CheckpointType | str | None = None,
+        page_size: int = 100,
+    ) -> Iterator[CheckpointInfo]:
+        """Every matching checkpoint, newest first, following the ``after`` cursor across pages."""
+        return _paginate(
+            lambda after: self.list_checkpoints(
+                session_id=session_id, base_model=base_model, type=type, limit=page_size, after=after
+            ),
+            page_size,
+        )
 
     # ----------------------------------------------------------------------------- supported models
 

@@ -409,6 +409,41 @@ class TrainingSession(WireModel):
     resume_from_checkpoint_id: str | None = None
 
 
+class CheckpointType(OpenEnum):
+    """What a checkpoint holds: the training state (weights and optimizer, to resume from) or a model to serve."""
+
+    UNSPECIFIED = "CHECKPOINT_TYPE_UNSPECIFIED"
+    TRAINING = "CHECKPOINT_TYPE_TRAINING"
+    INFERENCE = "CHECKPOINT_TYPE_INFERENCE"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:  # open: a type the API adds later still parses
+        return cls._open_missing(value)
+
+    @property
+    def short(self) -> str:
+        return self.value.removeprefix("CHECKPOINT_TYPE_")
+
+
+class CheckpointInfo(WireModel):
+    """``GET /v1/rl/checkpoints/{id}``: a saved checkpoint on its own (which session, base model, step, rank)."""
+
+    id: str
+    type: CheckpointType = CheckpointType.UNSPECIFIED
+    base_model: str | None = None
+    session_id: str | None = None
+    step: Int64 = 0
+    created_at: datetime | None = None
+    lora_rank: int | None = None
+    inference_registration: dict[str, Any] | None = None
+    training_registration: dict[str, Any] | None = None
+
+
+class CheckpointList(WireModel):
+    data: list[CheckpointInfo] = Field(default_factory=list)
+    meta: ListMeta = Field(default_factory=ListMeta)
+
+
 class TrainingSessionList(_ListPage):
     data: list[TrainingSession] = Field(default_factory=list)
     meta: ListMeta = Field(default_factory=ListMeta)

@@ -28,6 +28,7 @@ log = logging.getLogger("pulumi_together_rl.client")
 _RESOURCES = "/v1/rl/model-resources"
 _SESSIONS = "/v1/rl/training-sessions"
 _SUPPORTED_MODELS = "/v1/rl/supported-models"
+_CHECKPOINTS = "/v1/rl/checkpoints"
 
 M = TypeVar("M", bound=BaseModel)
 

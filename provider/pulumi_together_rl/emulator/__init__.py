@@ -41,8 +41,11 @@ Choices where the public documentation is silent
 Wire format
   * Timestamps are RFC 3339 UTC with microseconds and ``Z``. IDs are random UUIDs (never reused, even
     after a reset, so a client's "already claimed" bookkeeping stays valid across tests).
-  * int64 fields are strings: ``step``, ``lora_config.seed``, ``policy_state.*``. ``step`` and
-    ``policy_state`` stay ``"0"`` / ``false`` (no operations are emulated); checkpoint lists stay empty.
+  * int64 fields are strings: ``step``, ``lora_config.seed``, ``policy_state.*``, a checkpoint's ``step``.
+    No training is emulated, only its bookkeeping, through the control API: ``advance`` moves a RUNNING
+    session's ``step`` (and ``policy_state.trainer_step``); ``checkpoints`` saves a training or inference
+    checkpoint at a step, embedded in the session (oldest first) and served by ``GET /v1/rl/checkpoints``
+    (newest first; ``session_id``, ``base_model``, ``type``; cursor ``after``) and ``.../{id}``.
   * ``status_details`` is always present: ``{"queue_position": n}`` while PENDING, ``{}`` otherwise.
     ``expires_at`` is present only while READY. ``display_name`` is absent when unset or cleared;
     ``metadata`` is ``{}`` when no W&B key is set. A session on a full-weight resource has no ``lora_config``.
@@ -98,7 +101,7 @@ Lifecycle
     LoRA slot). Caps come from the settings (5 LoRA / 1 full), the same for every model.
   * PATCH works in every session state; ``""`` clears ``display_name`` or a W&B key; ``metadata: {}`` or
     ``{"wandb": null}`` changes nothing. There is no way to drop ``wandb`` other than clearing every key.
-  * ``resume_from_checkpoint_id`` is echoed without checking (no checkpoints are emulated);
+  * ``resume_from_checkpoint_id`` is echoed without checking;
     ``load_optimizer`` is accepted and not echoed (the response has no such field).
   * ``fail-next``: ``code`` must be one of that kind's error codes (``model_resource``:
     ``MODEL_RESOURCES_ERROR_CODE_{CAPACITY_WAIT_TIMEOUT, PROVISIONING_FAILED, RESOURCE_UNAVAILABLE}``;

@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .errors import CapReached, Conflict, DomainError, InvalidRequest, NotFound
 from .faults import FaultBook, FaultMiddleware, RequestLog, bearer_key, envelope, error_type_for
-from .records import ModelResourceRecord, Page, TrainingSessionRecord, iso
+from .records import CheckpointRecord, ModelResourceRecord, Page, TrainingSessionRecord, iso
 from .settings import key_digest
 from .state import EmulatorState
 from .tables import WANDB_KEYS
@@ -78,14 +78,14 @@ def session_json(rec: TrainingSessionRecord) -> dict[str, Any]:
         "created_by": rec.created_by,
         "created_at": iso(rec.created_at),
         "updated_at": iso(rec.updated_at),
-        "step": "0",
+        "step": str(rec.step),
         "metadata": {"wandb": dict(rec.wandb)} if rec.wandb else {},
-        "inference_checkpoints": [],
-        "training_checkpoints": [],
+        "inference_checkpoints": [_embedded_json(c) for c in rec.inference_checkpoints],
+        "training_checkpoints": [_embedded_json(c) for c in rec.training_checkpoints],
         "policy_state": {
-            "trainer_step": "0",
-            "target_weights_version": "0",
-            "applied_weights_version": "0",
+            "trainer_step": str(rec.step),
+            "target_weights_version": str(len(rec.inference_checkpoints)),
+            "applied_weights_version": str(len(rec.inference_checkpoints)),
             "pending_publish": False,
         },
     }
@@ -100,6 +100,25 @@ def session_json(rec: TrainingSessionRecord) -> dict[str, Any]:
         out["lora_config"] = lora
     if rec.resume_from_checkpoint_id:
         out["resume_from_checkpoint_id"] = rec.resume_from_checkpoint_id
+    return out
+
+
+def _embedded_json(ckpt: dict[str, Any]) -> dict[str, Any]:
+    return {"id": ckpt["id"], "created_at": iso(ckpt["created_at"]), "step": str(ckpt["step"])}
+
+
+def checkpoint_json(rec: CheckpointRecord) -> dict[str, Any]:
+    """A ``Checkpoint`` as ``GET /v1/rl/checkpoints/{id}`` sends it (``step`` as a string, int64)."""
+    out: dict[str, Any] = {
+        "id": rec.id,
+        "type": rec.type,
+        "base_model": rec.base_model,
+        "session_id": rec.session_id,
+        "step": str(rec.step),
+        "created_at": iso(rec.created_at),
+    }
+    if rec.lora_rank is not None:
+        out["lora_rank"] = rec.lora_rank
     return out
 
 
@@ -459,6 +478,21 @@ def _build_api(emu: EmulatorApp) -> FastAPI:
     async def get_training_session(session_id: str) -> Any:
         return session_json(state.get_training_session(session_id))
 
+    @v1.get("/checkpoints")
+    async def list_checkpoints(request: Request) -> Any:
+        page = state.list_checkpoints(
+            session_id=request.query_params.get("session_id") or None,
+            base_model=request.query_params.get("base_model") or None,
+            type=request.query_params.get("type") or None,
+            limit=_query_int(request, "limit"),
+            after=request.query_params.get("after"),
+        )
+        return _page_json(page, checkpoint_json)
+
+    @v1.get("/checkpoints/{checkpoint_id}")
+    async def get_checkpoint(checkpoint_id: str) -> Any:
+        return checkpoint_json(state.get_checkpoint(checkpoint_id))
+
     @v1.patch("/training-sessions/{session_id}")
     async def update_training_session(session_id: str, request: Request) -> Any:
         body = await _body(request, required=False)
@@ -521,6 +555,18 @@ def _control_router(emu: EmulatorApp) -> APIRouter:
         if seconds is None:
             raise InvalidRequest("seconds is required.", param="seconds", code="missing_field")
         return {"now": iso(state.advance_clock(seconds))}
+
+    @control.post("/training-sessions/{session_id}/advance")
+    async def advance_session(session_id: str, request: Request) -> Any:
+        body = await _body(request)
+        steps = body.integer("steps", required=True)
+        return session_json(state.advance_session(session_id, int(steps or 0)))
+
+    @control.post("/training-sessions/{session_id}/checkpoints")
+    async def save_checkpoint(session_id: str, request: Request) -> Any:
+        body = await _body(request)
+        kind = body.text("type", required=True) or ""
+        return checkpoint_json(state.save_checkpoint(session_id, kind, body.integer("step")))
 
     @control.post("/fail-next")
     async def fail_next(request: Request) -> Any:

@@ -116,6 +116,19 @@ class EmulatorControl:
         """The extra items of each list that has some."""
         return self._call("GET", "/list-extras")["data"]
 
+    def advance_session(self, session_id: str, steps: int) -> dict[str, Any]:
+        """``steps`` optimizer steps of a RUNNING session (its ``step`` and ``policy_state`` move on)."""
+        return self._call("POST", f"/training-sessions/{session_id}/advance", json={"steps": steps})
+
+    def save_checkpoint(
+        self, session_id: str, kind: str = "training", step: int | None = None
+    ) -> dict[str, Any]:
+        """The session saves a ``training`` or ``inference`` checkpoint at ``step`` (default: its step now)."""
+        body: dict[str, Any] = {"type": kind}
+        if step is not None:
+            body["step"] = step
+        return self._call("POST", f"/training-sessions/{session_id}/checkpoints", json=body)
+
     def requests(self, clear: bool = False) -> list[dict[str, Any]]:
         """The public requests received so far: ``{method, path, query, status, fault, handled, at, key, ...}``
         (``key``: the :func:`key_digest` of the key that sent it, None without one)."""

@@ -82,6 +82,25 @@ class TrainingSessionRecord:
     error: dict[str, Any] | None = None
     #: The key_digest of the key whose create made it (control API only; never in an API answer).
     created_with: str | None = None
+    #: Optimizer steps taken (the control API's ``advance``: no training is emulated, only its bookkeeping).
+    step: int = 0
+    #: ``{id, created_at, step}`` of each checkpoint it saved, oldest first, as the session embeds them.
+    training_checkpoints: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    inference_checkpoints: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class CheckpointRecord:
+    """A checkpoint a session saved (made through the control API)."""
+
+    id: str
+    type: str
+    """``CHECKPOINT_TYPE_TRAINING`` or ``CHECKPOINT_TYPE_INFERENCE``."""
+    session_id: str
+    base_model: str
+    step: int
+    created_at: datetime
+    lora_rank: int | None = None
 
 
 @dataclasses.dataclass

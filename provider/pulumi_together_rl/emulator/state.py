@@ -25,6 +25,7 @@ from .errors import CapReached, Conflict, InvalidRequest, NotFound
 from .lifecycle import Lifecycle
 from .records import (
     ArmedFailure,
+    CheckpointRecord,
     Clock,
     ModelResourceRecord,
     Page,
@@ -40,6 +41,8 @@ from .tables import (
     BASE_WEIGHTS_REF,
     BUILTIN_SUPPORTED_MODELS,
     CAP_RETRY_AFTER,
+    CK_INFERENCE,
+    CK_TRAINING,
     CREATE_GPU_TYPES,
     DEFAULT_ERROR_MESSAGES,
     DISPLAY_NAME_MAX,
@@ -83,6 +86,7 @@ class EmulatorState(Lifecycle):
         self._settings = copy.deepcopy(self._initial)
         self._resources: dict[str, ModelResourceRecord] = {}
         self._sessions: dict[str, TrainingSessionRecord] = {}
+        self._checkpoints: dict[str, CheckpointRecord] = {}
         self._failures: list[ArmedFailure] = []
         self._seq = 0
         self._last_created: datetime | None = None
@@ -94,6 +98,7 @@ class EmulatorState(Lifecycle):
         with self._lock:
             self._resources.clear()
             self._sessions.clear()
+            self._checkpoints.clear()
             self._failures.clear()
             self._settings = copy.deepcopy(self._initial)
             self.clock.offset = 0.0
@@ -534,6 +539,92 @@ class EmulatorState(Lifecycle):
             return copy.deepcopy(rec)
 
     # ------------------------------------------------------------------------------------------ helpers
+
+    # -------------------------------------------------------------------------------- training bookkeeping
+
+    def advance_session(self, session_id: str, steps: int) -> TrainingSessionRecord:
+        """Control API: ``steps`` optimizer steps taken by a RUNNING session (no training is emulated). Activity:
+        it pushes the resource's expiry out, as an operation does."""
+        if steps < 0:
+            raise InvalidRequest("steps must be 0 or more.", param="steps")
+        with self._lock:
+            now = self.clock.now()
+            self._advance(now)
+            rec = self._session(session_id)
+            if rec.status != S_RUNNING:
+                raise Conflict(
+                    f"training session ({rec.id}) is {rec.status}, not RUNNING.", code="session_not_active"
+                )
+            rec.step += steps
+            rec.updated_at = now
+            self._touch(rec.model_resources_id, now)
+            return copy.deepcopy(rec)
+
+    def save_checkpoint(self, session_id: str, kind: str, step: int | None = None) -> CheckpointRecord:
+        """Control API: the session saves a ``training`` or ``inference`` checkpoint at ``step`` (default: its
+        current step)."""
+        types = {"training": CK_TRAINING, "inference": CK_INFERENCE}
+        if kind not in types:
+            raise InvalidRequest("type must be training or inference.", param="type")
+        with self._lock:
+            now = self.clock.now()
+            self._advance(now)
+            rec = self._session(session_id)
+            if rec.status != S_RUNNING:
+                raise Conflict(
+                    f"training session ({rec.id}) is {rec.status}, not RUNNING.", code="session_not_active"
+                )
+            ckpt = CheckpointRecord(
+                id=f"ckpt-{uuid.uuid4().hex[:20]}",
+                type=types[kind],
+                session_id=rec.id,
+                base_model=rec.base_model,
+                step=rec.step if step is None else int(step),
+                created_at=self._creation_time(now),
+                lora_rank=(rec.lora_config or {}).get("rank"),
+            )
+            self._checkpoints[ckpt.id] = ckpt
+            embedded = rec.training_checkpoints if kind == "training" else rec.inference_checkpoints
+            embedded.append({"id": ckpt.id, "created_at": ckpt.created_at, "step": ckpt.step})
+            self._touch(rec.model_resources_id, now)
+            return copy.deepcopy(ckpt)
+
+    def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord:
+        with self._lock:
+            found = self._checkpoints.get(checkpoint_id)
+            if found is None:
+                raise NotFound(f"No checkpoint with id {checkpoint_id!r}.", param="id")
+            return copy.deepcopy(found)
+
+    def list_checkpoints(
+        self,
+        *,
+        session_id: str | None = None,
+        base_model: str | None = None,
+        type: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Page:
+        if type is not None and type not in (CK_TRAINING, CK_INFERENCE):
+            raise InvalidRequest(f"type must be {CK_TRAINING} or {CK_INFERENCE}.", param="type")
+        with self._lock:
+            items = [
+                c
+                for c in self._checkpoints.values()
+                if (session_id is None or c.session_id == session_id)
+                and (base_model is None or c.base_model == base_model)
+                and (type is None or c.type == type)
+            ]
+            page = _paginate(items, self._checkpoints, limit, after)
+            page.data = [copy.deepcopy(c) for c in page.data]
+            return page
+
+    def _touch(self, resource_id: str, now: datetime) -> None:
+        res = self._resources.get(resource_id)
+        if res is not None:
+            deadline = now + timedelta(seconds=res.inactive_timeout)
+            if res.expires_at is None or deadline > res.expires_at:
+                res.expires_at = deadline
 
     def _cap_retry_after(self, holding: list[TrainingSessionRecord], now: datetime) -> int:
         stopping = [s for s in holding if s.status == S_STOPPING]
