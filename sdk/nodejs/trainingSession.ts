@@ -95,6 +95,23 @@ export class TrainingSession extends pulumi.CustomResource {
      */
     declare public /*out*/ readonly inferenceCheckpoints: pulumi.Output<{[key: string]: any}[]>;
     /**
+     * The newest inference checkpoint's id (a model to serve), as of the last read.
+     */
+    declare public /*out*/ readonly latestInferenceCheckpointId: pulumi.Output<string | undefined>;
+    /**
+     * The step the newest inference checkpoint was saved at, as of the last read.
+     */
+    declare public /*out*/ readonly latestInferenceCheckpointStep: pulumi.Output<number | undefined>;
+    /**
+     * The newest training checkpoint's id (what `resume_from_checkpoint_id` of another session takes), as of
+     * the last read; unset until the session saves one. A new checkpoint is never a diff.
+     */
+    declare public /*out*/ readonly latestTrainingCheckpointId: pulumi.Output<string | undefined>;
+    /**
+     * The step the newest training checkpoint was saved at, as of the last read.
+     */
+    declare public /*out*/ readonly latestTrainingCheckpointStep: pulumi.Output<number | undefined>;
+    /**
      * The declared `load_optimizer`.
      */
     declare public readonly loadOptimizer: pulumi.Output<boolean | undefined>;
@@ -169,6 +186,10 @@ export class TrainingSession extends pulumi.CustomResource {
             resourceInputs["effectiveLoraConfig"] = undefined /*out*/;
             resourceInputs["error"] = undefined /*out*/;
             resourceInputs["inferenceCheckpoints"] = undefined /*out*/;
+            resourceInputs["latestInferenceCheckpointId"] = undefined /*out*/;
+            resourceInputs["latestInferenceCheckpointStep"] = undefined /*out*/;
+            resourceInputs["latestTrainingCheckpointId"] = undefined /*out*/;
+            resourceInputs["latestTrainingCheckpointStep"] = undefined /*out*/;
             resourceInputs["owner"] = undefined /*out*/;
             resourceInputs["policyState"] = undefined /*out*/;
             resourceInputs["status"] = undefined /*out*/;
@@ -186,6 +207,10 @@ export class TrainingSession extends pulumi.CustomResource {
             resourceInputs["effectiveLoraConfig"] = undefined /*out*/;
             resourceInputs["error"] = undefined /*out*/;
             resourceInputs["inferenceCheckpoints"] = undefined /*out*/;
+            resourceInputs["latestInferenceCheckpointId"] = undefined /*out*/;
+            resourceInputs["latestInferenceCheckpointStep"] = undefined /*out*/;
+            resourceInputs["latestTrainingCheckpointId"] = undefined /*out*/;
+            resourceInputs["latestTrainingCheckpointStep"] = undefined /*out*/;
             resourceInputs["loadOptimizer"] = undefined /*out*/;
             resourceInputs["loraConfig"] = undefined /*out*/;
             resourceInputs["metadata"] = undefined /*out*/;

@@ -280,3 +280,25 @@ def test_session_check_of_unchanged_inputs_makes_no_http(rig, resource_id):
     assert again.failures == [] and rig.control.requests() == []
     rig.sessions.check(olds, {**olds, "lora_config": {"rank": 16}})
     assert rig.control.requests() != []
+
+
+def test_a_refresh_brings_the_training_state_and_the_newest_checkpoints_and_no_diff(rig, resource_id):
+    created = rig.create_session(resource_id, lora_config={"rank": 8})
+    assert "latest_training_checkpoint_id" not in created.outs
+    rig.control.advance_session(created.id, 50)
+    early = rig.control.save_checkpoint(created.id, "training")
+    rig.control.advance_session(created.id, 50)
+    newest = rig.control.save_checkpoint(created.id, "training")
+    served = rig.control.save_checkpoint(created.id, "inference")
+
+    read = rig.sessions.read(created.id, created.outs)
+
+    assert read.outs["step"] == 100 and read.outs["policy_state"]["trainer_step"] == 100
+    assert [c["id"] for c in read.outs["training_checkpoints"]] == [early["id"], newest["id"]]
+    assert (read.outs["latest_training_checkpoint_id"], read.outs["latest_training_checkpoint_step"]) == (
+        newest["id"],
+        100,
+    )
+    assert read.outs["latest_inference_checkpoint_id"] == served["id"]
+    diff = rig.sessions.diff(created.id, read.outs, read.inputs)
+    assert not diff.changes  # a new checkpoint, a new step: never a diff

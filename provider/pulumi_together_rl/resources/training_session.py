@@ -196,6 +196,15 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
     """Inference checkpoints ``[{id, created_at, step, registration}]``, as of the last read."""
     training_checkpoints: pulumi.Output[list[dict[str, Any]]]
     """Training checkpoints ``[{id, created_at, step, registration}]``, as of the last read."""
+    latest_training_checkpoint_id: pulumi.Output[str | None]
+    """The newest training checkpoint's id (what ``resume_from_checkpoint_id`` of another session takes), as of
+    the last read; unset until the session saves one. A new checkpoint is never a diff."""
+    latest_training_checkpoint_step: pulumi.Output[int | None]
+    """The step the newest training checkpoint was saved at, as of the last read."""
+    latest_inference_checkpoint_id: pulumi.Output[str | None]
+    """The newest inference checkpoint's id (a model to serve), as of the last read."""
+    latest_inference_checkpoint_step: pulumi.Output[int | None]
+    """The step the newest inference checkpoint was saved at, as of the last read."""
     effective_lora_config: pulumi.Output[dict[str, Any] | None]
     """The LoRA settings the API applies, defaults filled in (absent on a full-weight resource)."""
     model_resource_spec: pulumi.Output[dict[str, Any] | None]

@@ -39,6 +39,10 @@ OUTPUT_KEYS = (
     "policy_state",
     "inference_checkpoints",
     "training_checkpoints",
+    "latest_training_checkpoint_id",
+    "latest_training_checkpoint_step",
+    "latest_inference_checkpoint_id",
+    "latest_inference_checkpoint_step",
     "effective_lora_config",
 )
 WANDB_KEYS = ("entity", "project", "group", "run_id", "run_name", "url")
@@ -69,9 +73,22 @@ def to_outputs(inputs: Mapping[str, Any], ts: Any) -> dict[str, Any]:
             "policy_state": ts.policy_state.model_dump(mode="json") if ts.policy_state else None,
             "inference_checkpoints": [c.model_dump(mode="json") for c in ts.inference_checkpoints],
             "training_checkpoints": [c.model_dump(mode="json") for c in ts.training_checkpoints],
+            **_latest("training", ts.training_checkpoints),
+            **_latest("inference", ts.inference_checkpoints),
             "effective_lora_config": ts.lora_config.to_wire() if ts.lora_config else None,
         }
     )
+
+
+def _latest(kind: str, checkpoints: list[Any]) -> dict[str, Any]:
+    """``latest_<kind>_checkpoint_id`` / ``_step`` of the newest checkpoint (the last saved; the API's order of
+    the list is not promised, so by creation time); none: nothing."""
+    if not checkpoints:
+        return {}
+    newest = max(
+        enumerate(checkpoints), key=lambda ic: (ic[1].created_at is not None, ic[1].created_at, ic[0])
+    )[1]
+    return {f"latest_{kind}_checkpoint_id": newest.id, f"latest_{kind}_checkpoint_step": int(newest.step)}
 
 
 def _live_wandb(ts: Any) -> dict[str, str]:

@@ -291,6 +291,10 @@ class TrainingSession(pulumi.CustomResource):
             __props__.__dict__["effective_lora_config"] = None
             __props__.__dict__["error"] = None
             __props__.__dict__["inference_checkpoints"] = None
+            __props__.__dict__["latest_inference_checkpoint_id"] = None
+            __props__.__dict__["latest_inference_checkpoint_step"] = None
+            __props__.__dict__["latest_training_checkpoint_id"] = None
+            __props__.__dict__["latest_training_checkpoint_step"] = None
             __props__.__dict__["owner"] = None
             __props__.__dict__["policy_state"] = None
             __props__.__dict__["status"] = None
@@ -329,6 +333,10 @@ class TrainingSession(pulumi.CustomResource):
         __props__.__dict__["effective_lora_config"] = None
         __props__.__dict__["error"] = None
         __props__.__dict__["inference_checkpoints"] = None
+        __props__.__dict__["latest_inference_checkpoint_id"] = None
+        __props__.__dict__["latest_inference_checkpoint_step"] = None
+        __props__.__dict__["latest_training_checkpoint_id"] = None
+        __props__.__dict__["latest_training_checkpoint_step"] = None
         __props__.__dict__["load_optimizer"] = None
         __props__.__dict__["lora_config"] = None
         __props__.__dict__["metadata"] = None
@@ -427,6 +435,39 @@ class TrainingSession(pulumi.CustomResource):
         Inference checkpoints `[{id, created_at, step, registration}]`, as of the last read.
         """
         return pulumi.get(self, "inference_checkpoints")
+
+    @_builtins.property
+    @pulumi.getter(name="latestInferenceCheckpointId")
+    def latest_inference_checkpoint_id(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The newest inference checkpoint's id (a model to serve), as of the last read.
+        """
+        return pulumi.get(self, "latest_inference_checkpoint_id")
+
+    @_builtins.property
+    @pulumi.getter(name="latestInferenceCheckpointStep")
+    def latest_inference_checkpoint_step(self) -> pulumi.Output[Optional[_builtins.int]]:
+        """
+        The step the newest inference checkpoint was saved at, as of the last read.
+        """
+        return pulumi.get(self, "latest_inference_checkpoint_step")
+
+    @_builtins.property
+    @pulumi.getter(name="latestTrainingCheckpointId")
+    def latest_training_checkpoint_id(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The newest training checkpoint's id (what `resume_from_checkpoint_id` of another session takes), as of
+        the last read; unset until the session saves one. A new checkpoint is never a diff.
+        """
+        return pulumi.get(self, "latest_training_checkpoint_id")
+
+    @_builtins.property
+    @pulumi.getter(name="latestTrainingCheckpointStep")
+    def latest_training_checkpoint_step(self) -> pulumi.Output[Optional[_builtins.int]]:
+        """
+        The step the newest training checkpoint was saved at, as of the last read.
+        """
+        return pulumi.get(self, "latest_training_checkpoint_step")
 
     @_builtins.property
     @pulumi.getter(name="loadOptimizer")
