@@ -302,3 +302,36 @@ def test_a_refresh_brings_the_training_state_and_the_newest_checkpoints_and_no_d
     assert read.outs["latest_inference_checkpoint_id"] == served["id"]
     diff = rig.sessions.diff(created.id, read.outs, read.inputs)
     assert not diff.changes  # a new checkpoint, a new step: never a diff
+
+
+def _failed_on(rig, resource_id: str, **inputs) -> list[str]:
+    checked = rig.sessions.check({}, {"model_resources_id": resource_id, "owner": "o/p/s/n", **inputs})
+    return [f.property for f in checked.failures]
+
+
+def test_a_resume_is_checked_at_preview_against_the_checkpoint_itself(rig, resource_id):
+    source = rig.create_session(resource_id, lora_config={"rank": 8})
+    rig.control.advance_session(source.id, 10)
+    trained = rig.control.save_checkpoint(source.id, "training")
+    served = rig.control.save_checkpoint(source.id, "inference")
+    other_model = rig.create_resource(base_model="Qwen/Qwen3.5-35B-A3B").id
+
+    ok = rig.sessions.check({}, {"model_resources_id": resource_id, "owner": "o/p/s/n", "lora_config": {"rank": 8},
+                                 "resume_from_checkpoint_id": trained["id"], "load_optimizer": True})  # fmt: skip
+    assert ok.failures == []
+    assert _failed_on(rig, resource_id, resume_from_checkpoint_id="ckpt-missing") == [
+        "resume_from_checkpoint_id"
+    ]
+    assert _failed_on(rig, resource_id, resume_from_checkpoint_id=served["id"], load_optimizer=True) == [
+        "load_optimizer"
+    ]
+    assert _failed_on(rig, resource_id, resume_from_checkpoint_id=served["id"], load_optimizer=False) == []
+    assert _failed_on(rig, other_model, resume_from_checkpoint_id=trained["id"]) == [
+        "resume_from_checkpoint_id"
+    ]
+    assert _failed_on(
+        rig, resource_id, resume_from_checkpoint_id=trained["id"], lora_config={"rank": 16}
+    ) == ["lora_config.rank"]
+    reason = rig.sessions.check({}, {"model_resources_id": other_model, "owner": "o/p/s/n",
+                                     "resume_from_checkpoint_id": trained["id"]}).failures[0].reason  # fmt: skip
+    assert "was trained from Qwen/Qwen3.5-4B" in reason and "runs Qwen/Qwen3.5-35B-A3B" in reason

@@ -16,7 +16,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictStr, field_validator
 
 from ..client import errors
 from ..client.collections import MODEL_RESOURCES
-from ..client.models import RESOURCE_GONE
+from ..client.models import RESOURCE_GONE, CheckpointType
 from . import checks, process
 from .inputs import (
     ID_MAX,
@@ -39,6 +39,7 @@ from .training_session_schema import REPLACE_ON_CHANGES, TRAINING_SESSION
 KIND = "training session"
 PATH = "/v1/rl/training-sessions"
 _RESOURCES = "/v1/rl/model-resources"
+_CHECKPOINTS = "/v1/rl/checkpoints"
 REMOTE_CHECK_KEYS = (*REPLACE_ON_CHANGES, SPEC_KEY)
 """A new session, or a change of one of these, asks the API again."""
 
@@ -180,6 +181,8 @@ def _ask(client: Any, inputs: Mapping[str, Any]) -> list[Failure]:
         facts = {"base_model": spec.get("base_model"), "lora_enabled": spec.get("lora_enabled", True),
                  "gpu_type": compute.get("gpu_type")}  # fmt: skip
     failures = _check_lora(client, inputs.get("lora_config"), facts, where)
+    if not failures:
+        failures = _check_resume(client, inputs, facts, where)
     adopt_id = inputs.get("adopt_id")
     if not failures and isinstance(adopt_id, str):
         failures = _check_adoptable(client, adopt_id, inputs, facts)
@@ -215,6 +218,51 @@ def _check_lora(client: Any, lora: Any, facts: Mapping[str, Any], where: str) ->
     if max_rank is not None and rank > max_rank:
         return [Failure("lora_config.rank", f"rank {rank} exceeds the max_rank {max_rank} of {base_model} "
                                                  f"on {gpu}. Use a rank of at most {max_rank}")]  # fmt: skip
+    return []
+
+
+def _check_resume(
+    client: Any, inputs: Mapping[str, Any], facts: Mapping[str, Any], where: str
+) -> list[Failure]:
+    """``resume_from_checkpoint_id`` against the checkpoint itself (``GET /v1/rl/checkpoints/{id}``): it exists,
+    ``load_optimizer`` suits its type, it was trained from the resource's base model, its LoRA rank fits."""
+    ident = inputs.get("resume_from_checkpoint_id")
+    if not isinstance(ident, str) or is_unknown(ident):
+        return []
+    quoted = id_prefix(ident)
+    try:
+        ckpt = client.get_checkpoint(ident)
+    except errors.NotFound:
+        return [Failure("resume_from_checkpoint_id", f"no checkpoint {quoted} exists (GET {_CHECKPOINTS}/<id> "
+                        f"answered 404). Use the id of one of your account's checkpoints (GET {_CHECKPOINTS} "
+                        "lists them), or leave it unset")]  # fmt: skip
+    except errors.ApiError as exc:
+        if not answers_the_input(exc):
+            raise
+        return [refused_at_check("resume_from_checkpoint_id", f"GET {_CHECKPOINTS}/<id>", exc,
+                                 "Check resume_from_checkpoint_id, or leave it unset")]  # fmt: skip
+    if ckpt.type == CheckpointType.INFERENCE and inputs.get("load_optimizer") is True:
+        return [Failure("load_optimizer", f"checkpoint {quoted} is an inference checkpoint, which holds no "
+                        "optimizer state. Set load_optimizer to false (or leave it unset), or resume from a "
+                        "training checkpoint")]  # fmt: skip
+    base_model = facts["base_model"]
+    if (
+        isinstance(base_model, str)
+        and not is_unknown(base_model)
+        and ckpt.base_model not in (None, base_model)
+    ):
+        return [Failure("resume_from_checkpoint_id", f"checkpoint {quoted} was trained from {ckpt.base_model}, "
+                        f"but {where} runs {base_model}. Resume from a checkpoint of {base_model}, or run the "
+                        f"session on a model resource of {ckpt.base_model}")]  # fmt: skip
+    if ckpt.lora_rank is not None and facts["lora_enabled"] is False:
+        return [Failure("resume_from_checkpoint_id", f"checkpoint {quoted} is a LoRA checkpoint (rank "
+                        f"{ckpt.lora_rank}), but {where} is full-weight. Resume it on a LoRA model resource")]  # fmt: skip
+    lora = inputs.get("lora_config")
+    rank = lora.get("rank") if isinstance(lora, dict) else None
+    if ckpt.lora_rank is not None and isinstance(rank, int) and rank != ckpt.lora_rank:
+        return [Failure("lora_config.rank", f"rank {rank} does not fit checkpoint {quoted}, a LoRA adapter of "
+                        f"rank {ckpt.lora_rank}. Set lora_config.rank to {ckpt.lora_rank}, or resume from "
+                        "another checkpoint")]  # fmt: skip
     return []
 
 
