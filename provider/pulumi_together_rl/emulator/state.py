@@ -462,10 +462,7 @@ class EmulatorState(Lifecycle):
                 created_with=created_with,
             )
             self._sessions[rec.id] = rec
-            # A session start is activity: it pushes the resource's expiry out (never earlier).
-            deadline = created + timedelta(seconds=res.inactive_timeout)
-            if res.expires_at is None or deadline > res.expires_at:
-                res.expires_at = deadline
+            self._touch(res.id, created)  # a session start is activity
             return copy.deepcopy(rec)
 
     def get_training_session(self, session_id: str) -> TrainingSessionRecord:
@@ -538,8 +535,6 @@ class EmulatorState(Lifecycle):
             # STOPPING or terminal: harmless, answered unchanged.
             return copy.deepcopy(rec)
 
-    # ------------------------------------------------------------------------------------------ helpers
-
     # -------------------------------------------------------------------------------- training bookkeeping
 
     def advance_session(self, session_id: str, steps: int) -> TrainingSessionRecord:
@@ -549,12 +544,7 @@ class EmulatorState(Lifecycle):
             raise InvalidRequest("steps must be 0 or more.", param="steps")
         with self._lock:
             now = self.clock.now()
-            self._advance(now)
-            rec = self._session(session_id)
-            if rec.status != S_RUNNING:
-                raise Conflict(
-                    f"training session ({rec.id}) is {rec.status}, not RUNNING.", code="session_not_active"
-                )
+            rec = self._running(session_id, now)
             rec.step += steps
             rec.updated_at = now
             self._touch(rec.model_resources_id, now)
@@ -568,12 +558,7 @@ class EmulatorState(Lifecycle):
             raise InvalidRequest("type must be training or inference.", param="type")
         with self._lock:
             now = self.clock.now()
-            self._advance(now)
-            rec = self._session(session_id)
-            if rec.status != S_RUNNING:
-                raise Conflict(
-                    f"training session ({rec.id}) is {rec.status}, not RUNNING.", code="session_not_active"
-                )
+            rec = self._running(session_id, now)
             ckpt = CheckpointRecord(
                 id=f"ckpt-{uuid.uuid4().hex[:20]}",
                 type=types[kind],
@@ -619,7 +604,20 @@ class EmulatorState(Lifecycle):
             page.data = [copy.deepcopy(c) for c in page.data]
             return page
 
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _running(self, session_id: str, now: datetime) -> TrainingSessionRecord:
+        """The session (transitions applied up to ``now``), which must be RUNNING to train or save."""
+        self._advance(now)
+        rec = self._session(session_id)
+        if rec.status != S_RUNNING:
+            raise Conflict(
+                f"training session ({rec.id}) is {rec.status}, not RUNNING.", code="session_not_active"
+            )
+        return rec
+
     def _touch(self, resource_id: str, now: datetime) -> None:
+        """Activity on a resource: its expiry moves out to ``inactive_timeout`` from ``now`` (never earlier)."""
         res = self._resources.get(resource_id)
         if res is not None:
             deadline = now + timedelta(seconds=res.inactive_timeout)
