@@ -22,7 +22,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .faces import DYNAMIC, Face
 
@@ -45,26 +45,34 @@ def provide() -> tuple[str | None, str]:
             None,
             "scripts/pulumi-cli.sh could not provide the Pulumi CLI (its reason is in make test's output)",
         )
-    result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=3600, check=False)
-    lines = result.stdout.strip().splitlines()
-    if result.returncode == 0 and lines:
-        return lines[-1], ""
-    reason = " ".join(result.stderr.strip().splitlines()[-4:]) or f"exit status {result.returncode}"
-    return None, f"scripts/pulumi-cli.sh could not provide the Pulumi CLI: {reason}"
+    return _folder_from(SCRIPT, "the Pulumi CLI")
 
 
 @functools.cache
 def provide_yaml_host() -> tuple[str | None, str]:
     """(the folder of the Pulumi YAML language host, "") or (None, why it cannot be provided): what
     ``scripts/pulumi-yaml.sh`` prints (PATH, the per-user cache, or a build from the Go module proxy)."""
-    result = subprocess.run(
-        ["bash", str(YAML_SCRIPT)], capture_output=True, text=True, timeout=3600, check=False
-    )
+    return _folder_from(YAML_SCRIPT, "the YAML language host")
+
+
+def _folder_from(script: Path, what: str) -> tuple[str | None, str]:
+    """The folder a provider script prints last on stdout, or (None, its reason from stderr)."""
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=3600, check=False)
     lines = result.stdout.strip().splitlines()
     if result.returncode == 0 and lines:
         return lines[-1], ""
     reason = " ".join(result.stderr.strip().splitlines()[-4:]) or f"exit status {result.returncode}"
-    return None, f"scripts/pulumi-yaml.sh could not provide the YAML language host: {reason}"
+    return None, f"scripts/{script.name} could not provide {what}: {reason}"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """A tool a test needs is missing: the test is skipped with ``reason``, or fails where
+    TOGETHER_RL_REQUIRE_CLI=1 (CI), where every tool must be provided."""
+    import pytest
+
+    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
+        pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every CLI test must run here)", pytrace=False)
+    pytest.skip(reason)
 
 
 def cli_env(bin_dir: str, home: Path, backend: Path, **extra: str | None) -> dict[str, str]:

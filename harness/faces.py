@@ -25,6 +25,8 @@ class Face:
     projects: dict[str, Path]
     """Scenario name -> its program for this face."""
     needs_yaml_host: bool = False
+    camel_case: bool = False
+    """Whether its properties (and so its messages) are camelCase (``loraConfig.rank``)."""
 
     def project(self, scenario: str) -> Path:
         return self.projects[scenario]
@@ -34,7 +36,7 @@ class Face:
 
     def field(self, path: str) -> str:
         """A core field path (``lora_config.rank``) as this face's messages name it."""
-        if self.name == "dynamic":
+        if not self.camel_case:
             return path
         from pulumi_together_rl.resources.keys import camel
 
@@ -59,6 +61,7 @@ PLUGIN = Face(
     process_mark=b"pulumi_together_rl/plugin",
     projects={"sweep": PROJECTS / "sweep-yaml", "yaml": ROOT / "examples" / "yaml"},
     needs_yaml_host=True,
+    camel_case=True,
 )
 
 FACES = (DYNAMIC, PLUGIN)

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from harness.cli import provide, provide_yaml_host
+from harness.cli import provide, provide_yaml_host, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,13 +68,8 @@ def emulator(emulator_server, monkeypatch):
 
 
 def _tool(found: str | None, reason: str) -> str:
-    """A tool the CLI tests need: its folder, else skipped with the reason, or failed where
-    TOGETHER_RL_REQUIRE_CLI=1 (CI)."""
-    if found:
-        return found
-    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
-        pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every CLI test must run here)", pytrace=False)
-    pytest.skip(reason)
+    """A tool the CLI tests need: its folder, else :func:`harness.cli.unavailable`."""
+    return found or unavailable(reason)
 
 
 @pytest.fixture(scope="session")

@@ -273,3 +273,23 @@ def test_the_plugin_runs_from_a_pip_installed_wheel(cli_stack, emulator, tmp_pat
     assert [o["id"] for o in active(emulator)["model_resources"]] == [stack.outputs()["id"]]
     stack.run("destroy", "--yes", "--skip-preview")
     assert active(emulator)["model_resources"] == []
+
+
+def test_custom_timeouts_from_the_program_reach_the_wait_through_the_cli(cli_stack, emulator, tmp_path):
+    emulator.control.configure(timings={"resource_pending": 60.0})
+    project = _imported_project(tmp_path, "timeouts")
+    program = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    program["resources"]["gpu"] = {
+        "type": "together-rl:ModelResource",
+        "properties": {"baseModel": "Qwen/Qwen3.5-4B"},
+        "options": {"customTimeouts": {"create": "3s"}},
+    }
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    stack = cli_stack(project, face=PLUGIN).init()
+
+    up = stack.up(check=False)
+
+    assert up.returncode != 0, up
+    assert "timed out after 3 s" in up.output and "raise customTimeouts.create" in up.output, up
+    assert "Traceback" not in up.output
+    assert active(emulator)["model_resources"] == []  # the timed-out create stopped what it made

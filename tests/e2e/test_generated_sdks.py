@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness.cli import ROOT
+from harness.cli import ROOT, unavailable
 
 from pulumi_together_rl.plugin.package_schema import schema_text
 
@@ -38,12 +38,6 @@ NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIME
 
 # The Go build of the generator, once per cache: minutes on 2 cores from a cold Go build cache.
 pytestmark = pytest.mark.timeout(1200)
-
-
-def unavailable(reason: str):
-    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") == "1":
-        pytest.fail(f"{reason} (TOGETHER_RL_REQUIRE_CLI=1: every tool test must run here)", pytrace=False)
-    pytest.skip(reason)
 
 
 def last_lines(text: str, n: int = 6) -> str:

@@ -16,8 +16,7 @@ from typing import Any
 
 from ..resources import process
 from ..resources.inputs import Failure, validate_inputs
-from .package_schema import ESTIMATE_COST, GET_SUPPORTED_MODELS
-from .properties import function_spec
+from .package_schema import ESTIMATE_COST, GET_SUPPORTED_MODELS, package_schema
 
 Result = tuple[dict[str, Any], list[Failure]]
 
@@ -29,17 +28,11 @@ class Function:
 
     @property
     def inputs(self) -> dict[str, Any]:
-        return function_spec(self.token, "inputs") if "inputs" in _spec(self.token) else {"properties": {}}
+        return package_schema()["functions"][self.token].get("inputs", {"properties": {}})
 
     @property
     def outputs(self) -> dict[str, Any]:
-        return function_spec(self.token, "outputs")
-
-
-def _spec(token: str) -> dict[str, Any]:
-    from .package_schema import package_schema
-
-    return package_schema()["functions"][token]
+        return package_schema()["functions"][self.token]["outputs"]
 
 
 def supported_models(args: Mapping[str, Any]) -> Result:

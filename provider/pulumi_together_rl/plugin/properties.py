@@ -32,11 +32,6 @@ def resource_spec(token: str) -> dict[str, Any]:
     return {"type": "object", "properties": {**res["properties"], **res["inputProperties"]}}
 
 
-def function_spec(token: str, part: str) -> dict[str, Any]:
-    """A function's ``inputs`` or ``outputs`` object."""
-    return package_schema()["functions"][token][part]
-
-
 def to_core(spec: Spec, bag: Mapping[str, PropertyValue]) -> tuple[dict[str, Any], set[str]]:
     """(the bag as the core's plain snake_case dict, the snake names of its top-level secrets)."""
     props = _resolved(spec)["properties"]

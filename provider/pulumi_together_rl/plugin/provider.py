@@ -97,11 +97,8 @@ class TogetherRLProvider(Provider):
         kind = BY_TOKEN[request.type]
         olds, _ = _plan(kind, request.old_state)
         news, _ = _plan(kind, request.new_inputs)
-        from ..resources.inputs import changed_keys
-
         found = core().diff(kind.schema, olds, news)  # no HTTP: runs on the loop
-        schema = kind.schema
-        changed = changed_keys(olds, news, (*schema.replace_on_changes, *schema.update_in_place))
+        changed = found.changed
         return DiffResponse(
             changes=found.changes,
             replaces=[camel(k) for k in found.replaces],

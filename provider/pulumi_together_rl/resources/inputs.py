@@ -45,6 +45,8 @@ class Diff:
 
     changes: bool
     replaces: list[str]
+    changed: list[str] = dataclasses.field(default_factory=list)
+    """Every input that changed (the replacing ones among them), for a face that reports them one by one."""
 
     @property
     def delete_before_replace(self) -> bool | None:
@@ -344,4 +346,6 @@ def diff_inputs(
     """The diff over the real inputs only: never ``__provider``, never outputs or server-filled values; an
     input that becomes unknown at preview counts as a change (of its kind: replace or update)."""
     changed = changed_keys(olds, news, (*replace_on_changes, *update_in_place))
-    return Diff(changes=bool(changed), replaces=[k for k in changed if k in replace_on_changes])
+    return Diff(
+        changes=bool(changed), replaces=[k for k in changed if k in replace_on_changes], changed=changed
+    )
