@@ -112,7 +112,8 @@ export class ModelResource extends pulumi.CustomResource {
      */
     declare public /*out*/ readonly error: pulumi.Output<{[key: string]: string} | undefined>;
     /**
-     * While READY: when the resource stops itself for inactivity, as of the last create/refresh.
+     * While READY: when the resource stops itself for inactivity, as of the last create, update or refresh
+     * (at least `keep_ready_until` while that is ahead and within a day).
      */
     declare public /*out*/ readonly expiresAt: pulumi.Output<string | undefined>;
     /**
@@ -123,6 +124,10 @@ export class ModelResource extends pulumi.CustomResource {
      * The declared inactivity timeout (see `effective_inactive_timeout`).
      */
     declare public readonly inactiveTimeout: pulumi.Output<number | undefined>;
+    /**
+     * Provider option, as declared (see `expires_at` for what the API holds).
+     */
+    declare public readonly keepReadyUntil: pulumi.Output<string | undefined>;
     /**
      * The declared `lora_enabled` (see `effective_lora_enabled`).
      */
@@ -180,6 +185,7 @@ export class ModelResource extends pulumi.CustomResource {
             resourceInputs["deleteTimeout"] = args?.deleteTimeout;
             resourceInputs["forceStop"] = args?.forceStop;
             resourceInputs["inactiveTimeout"] = args?.inactiveTimeout;
+            resourceInputs["keepReadyUntil"] = args?.keepReadyUntil;
             resourceInputs["loraEnabled"] = args?.loraEnabled;
             resourceInputs["maxPricePerHour"] = args?.maxPricePerHour;
             resourceInputs["optimizerConfig"] = args?.optimizerConfig;
@@ -217,6 +223,7 @@ export class ModelResource extends pulumi.CustomResource {
             resourceInputs["expiresAt"] = undefined /*out*/;
             resourceInputs["forceStop"] = undefined /*out*/;
             resourceInputs["inactiveTimeout"] = undefined /*out*/;
+            resourceInputs["keepReadyUntil"] = undefined /*out*/;
             resourceInputs["loraEnabled"] = undefined /*out*/;
             resourceInputs["maxPricePerHour"] = undefined /*out*/;
             resourceInputs["optimizerConfig"] = undefined /*out*/;
@@ -272,6 +279,15 @@ export interface ModelResourceArgs {
      * Seconds (300-86400, API default 3600) without session activity after which the resource stops itself.
      */
     inactiveTimeout?: pulumi.Input<number | undefined>;
+    /**
+     * Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`) until which the resource
+     * must not stop itself for inactivity. The provider calls `POST .../extend-expiry` after the create, at an
+     * update that changes it and at every refresh, whenever `expires_at` comes earlier; `expires_at` shows the
+     * result. One call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`)
+     * at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
+     * passes. Past it the resource idles out after `inactive_timeout` as usual. Never replaces.
+     */
+    keepReadyUntil?: pulumi.Input<string | undefined>;
     /**
      * True (API default): hosts several LoRA sessions. False: one full-weight session.
      */

@@ -2,7 +2,7 @@
 unknown at preview.
 
 The expected rule is written here from the API's contract (a model resource has no update endpoint; a session's
-``display_name`` and ``metadata`` PATCH in place; provider options never call the API), not read from the
+``display_name`` and ``metadata`` PATCH in place; provider options never replace), not read from the
 code's tables: marking ``load_optimizer`` as in place, or a diff that misses an input becoming unknown, fails.
 """
 
@@ -30,6 +30,7 @@ RESOURCE_RULES = {
     "force_stop": (UPDATE, False, True),
     "adopt_id": (UPDATE, "mr-a", "mr-b"),
     "max_price_per_hour": (UPDATE, 20.0, 30.0),
+    "keep_ready_until": (UPDATE, "2026-12-04T18:00:00Z", "2026-12-05T18:00:00Z"),  # extend-expiry, never a replace
 }
 SESSION_RULES = {
     "model_resources_id": (REPLACE, "mr-a", "mr-b"),

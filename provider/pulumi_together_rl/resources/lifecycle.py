@@ -108,7 +108,8 @@ def create(schema: Schema, props: Mapping[str, Any], *, timeout: float | None = 
                 log(
                     f"{schema.name} {created.id}: created ({created.status.short}); waiting for {schema.target.short}"
                 )
-            outputs = schema.to_outputs(inputs, _wait_target(schema, client, created, limit))
+            ready = schema.keep(client, created.id, inputs, _wait_target(schema, client, created, limit))
+            outputs = schema.to_outputs(inputs, ready)
         except BaseException as exc:
             if lifeline.gone():
                 entry.leave(lifeline.GONE_NOTE)  # nobody will get an answer: the next run takes it over
@@ -327,7 +328,7 @@ def _adopt(schema: Schema, inputs: dict[str, Any], limit: tuple[float, str]) -> 
         body = schema.patch(schema.inputs_from_api(live), inputs)
         if body:
             live = schema.collection.patch(client, ident, body)
-        ready = _wait_target(schema, client, live, limit)
+        ready = schema.keep(client, ident, inputs, _wait_target(schema, client, live, limit))
     except UserError:
         raise
     except Exception as exc:
@@ -394,7 +395,7 @@ def read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
         )
         return Found(ident, dict(props), {k: props[k] for k in keys if k in props})
     if live is None or live.status in schema.collection.ended:
-        state = "not found" if live is None else live.status.short
+        state = "not found" if live is None else live.status.short + schema.gone_because(props, live)
         log(
             f"{schema.name} {ident} is {state}: dropping it from the state; the next `pulumi up` creates a new one"
         )
@@ -403,6 +404,10 @@ def read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
         inputs = schema.inputs_from_api(live)
         return Found(ident, schema.to_outputs(inputs, live), inputs)
     inputs = schema.read_inputs(pick(props, keys), live)
+    try:
+        live = schema.keep(client, ident, inputs, live)
+    except Exception as exc:  # a refresh reports what is there: a keep that failed is said, not a failed read
+        log(f"{schema.name} {ident}: {_keep_failed(schema, exc)}")
     if OWNER_KEY not in props:
         # Outputs an earlier release wrote (an unchanged `up` keeps a state's outputs as they were): the inputs
         # check added since (the declaration, the estimated price, a session's resource spec) are missing here
@@ -432,14 +437,25 @@ def update(schema: Schema, ident: str, olds: Mapping[str, Any], news: Mapping[st
         raise UserError("updating", schema.name, ident, f"{', '.join(immutable)} cannot change in place", f"Replace the {schema.name}")  # fmt: skip
     inputs = pick(news, schema.input_keys)
     body = schema.patch(olds, news)
-    if not body:
+    kept = changed_keys(olds, news, schema.kept_by)
+    if not body and not kept:
         return {**inputs, **{k: v for k, v in olds.items() if k in schema.output_keys}}
     client = process.api_client("updating", schema.name, ident)
     try:
-        updated = schema.collection.patch(client, ident, body)
+        updated = schema.collection.patch(client, ident, body) if body else schema.collection.get(client, ident)
     except Exception as exc:
         raise UserError("updating", schema.name, ident, *explain(exc)) from exc
+    if kept:
+        try:
+            updated = schema.keep(client, ident, inputs, updated)
+        except Exception as exc:
+            cause, todo = explain(exc)
+            raise UserError("updating", schema.name, ident, _keep_failed(schema, exc), todo) from exc
     return schema.to_outputs(inputs, updated)
+
+
+def _keep_failed(schema: Schema, exc: Exception) -> str:
+    return f"keeping it as {' and '.join(schema.kept_by)} declares failed ({explain(exc)[0]})"
 
 
 # ---------------------------------------------------------------------------------------------- delete

@@ -8,15 +8,19 @@ Lifecycle
              A 400 from estimate-cost names the field. No key, or an API that cannot be asked: warn and skip.
     create   ``POST /v1/rl/model-resources`` (through the client, whose reconciliation guarantees one logical
              create never makes two allocations), then wait until READY, printing status, queue position and
-             elapsed time on stderr. ERROR fails at once with the API's error code and message. Any failure
+             elapsed time on stderr, then extend its expiry to ``keep_ready_until`` when that is ahead. ERROR fails at once with the API's error code and message. Any failure
              after the POST that the provider sees (error state, timeout, exception) stops the resource (without
              ``force``) and raises an error naming its id. A 404 just after the POST is read-after-write lag
              (``NOT_FOUND_GRACE``), not a failure; an API outage during the wait is no news. What the
              provider never sees (an interrupt that kills it) is covered by the create journal
              (``journal.py``): the next create of the same declaration takes the object over.
-    read     ``GET``; a 404 or a STOPPING / STOPPED / ERROR resource is reported as gone, so the next
-             ``pulumi up`` recreates it (resources stop themselves after ``inactive_timeout`` idle seconds).
-    update   never touches the API: only provider options can change in place.
+    read     one list (``GET`` for what it misses); a 404 or a STOPPING / STOPPED / ERROR resource is reported
+             as gone, so the next ``pulumi up`` recreates it: resources stop themselves after
+             ``inactive_timeout`` idle seconds, normal drift, which the line names as such. A READY one is kept
+             until ``keep_ready_until`` (extend-expiry when ``expires_at`` comes earlier; a failure is a line,
+             not a failed refresh).
+    update   only provider options change in place; ``keep_ready_until`` is the one that calls the API
+             (a GET, then extend-expiry when due).
     delete   stop without ``force``. If the API refuses because training sessions are attached, the error lists
              them; with ``force_stop=True`` the stop is forced (the attached sessions stop too, and are logged).
              Then wait until billing has stopped (STOPPING or STOPPED). 404 or already stopped = done; a
@@ -31,7 +35,7 @@ Replacement
 
 Provider options (inputs that never replace and never call the API when changed)
     ``create_timeout`` (default 3600 s: capacity queues can be long), ``delete_timeout`` (900 s),
-    ``force_stop`` (False), ``adopt_id``, ``max_price_per_hour``. Pulumi deletes a resource with the inputs it was last deployed with,
+    ``force_stop`` (False), ``adopt_id``, ``max_price_per_hour``, ``keep_ready_until``. Pulumi deletes a resource with the inputs it was last deployed with,
     so a changed option must be deployed on its own (a ``pulumi up`` in which it is the only change) before the
     ``pulumi destroy`` or the replacing change whose delete it should govern; the refusal to stop a resource
     with attached sessions says so. ``adopt_id`` makes create take over an existing active resource instead of
@@ -125,6 +129,13 @@ class ModelResourceArgs:
     """Provider option: a ceiling on the estimated hourly price (the API's estimate-cost, in its currency, USD),
     more than 0 and at most 10000. ``pulumi preview`` fails when the estimate exceeds it. Never replaces;
     changing it calls no API."""
+    keep_ready_until: pulumi.Input[str] | None
+    """Provider option: an RFC 3339 time with its zone (``"2026-12-04T18:00:00Z"``) until which the resource
+    must not stop itself for inactivity. The provider calls ``POST .../extend-expiry`` after the create, at an
+    update that changes it and at every refresh, whenever ``expires_at`` comes earlier; ``expires_at`` shows the
+    result. One call reaches at most a day ahead, so a longer keep needs a refresh (or ``pulumi up --refresh``)
+    at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
+    passes. Past it the resource idles out after ``inactive_timeout`` as usual. Never replaces."""
 
     def __init__(
         self,
@@ -139,6 +150,7 @@ class ModelResourceArgs:
         force_stop: pulumi.Input[bool] | None = None,
         adopt_id: pulumi.Input[str] | None = None,
         max_price_per_hour: pulumi.Input[float] | None = None,
+        keep_ready_until: pulumi.Input[str] | None = None,
     ) -> None:
         self.base_model = base_model
         self.base_weights_ref = base_weights_ref
@@ -151,6 +163,7 @@ class ModelResourceArgs:
         self.force_stop = force_stop
         self.adopt_id = adopt_id
         self.max_price_per_hour = max_price_per_hour
+        self.keep_ready_until = keep_ready_until
 
 
 class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResource"):
@@ -182,6 +195,8 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
     """Provider option, as declared."""
     max_price_per_hour: pulumi.Output[float | None]
     """Provider option, as declared."""
+    keep_ready_until: pulumi.Output[str | None]
+    """Provider option, as declared (see ``expires_at`` for what the API holds)."""
     owner: pulumi.Output[str]
     """The declaration that made it: ``org/project/stack/name``, from the program. The create journal records
     it, so that only this declaration takes over what an interrupted create of it made. Never causes a diff."""
@@ -203,7 +218,8 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
     created_by: pulumi.Output[str]
     """User id of the creator."""
     expires_at: pulumi.Output[str | None]
-    """While READY: when the resource stops itself for inactivity, as of the last create/refresh."""
+    """While READY: when the resource stops itself for inactivity, as of the last create, update or refresh
+    (at least ``keep_ready_until`` while that is ahead and within a day)."""
     effective_compute_config: pulumi.Output[dict[str, Any]]
     """The compute layout the API provisioned, defaults filled in (``gpu_type``, ``num_generator_replicas``)."""
     effective_optimizer_config: pulumi.Output[dict[str, Any]]

@@ -9,9 +9,9 @@ field. No key, or an API that cannot be asked: warn and skip (:func:`.process.re
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictFloat, model_validator
+from pydantic import AfterValidator, Field, StrictBool, StrictFloat, model_validator
 
 from ..client import errors
 from ..messages import log, printable
@@ -29,7 +29,14 @@ from .inputs import (
     text,
     validate_inputs,
 )
-from .model_resource_schema import ESTIMATE_KEYS, MODEL_RESOURCE, REPLACE_ON_CHANGES, price_text, to_request
+from .model_resource_schema import (
+    ESTIMATE_KEYS,
+    MODEL_RESOURCE,
+    REPLACE_ON_CHANGES,
+    parse_time,
+    price_text,
+    to_request,
+)
 
 KIND = "model resource"
 PATH = "/v1/rl/model-resources"
@@ -55,6 +62,15 @@ _PRICE_MAX = 10000.0  # per hour, in the estimate's currency: far above any allo
 
 
 _BaseModelName = text(min_length=1, max_length=ID_MAX)
+
+
+def _rfc3339(value: str) -> str:
+    if parse_time(value) is None:
+        raise ValueError("must be an RFC 3339 time with its zone")
+    return value  # echoed as declared: the state compares like with like
+
+
+_Time = Annotated[text(max_length=64), AfterValidator(_rfc3339)]
 _WeightsRef = text(max_length=256, pattern=r"^together://ml_[A-Za-z0-9]+(@rv_[A-Za-z0-9]+)?$")
 
 
@@ -104,6 +120,7 @@ class Inputs(StrictInputs):
     force_stop: StrictBool | None = None
     adopt_id: PathId | None = None
     max_price_per_hour: StrictFloat | None = Field(None, gt=0, le=_PRICE_MAX, allow_inf_nan=False)
+    keep_ready_until: _Time | None = None
 
 
 HINTS = {
@@ -130,6 +147,8 @@ HINTS = {
     "adopt_id": f"Use the id of an existing model resource (at most {ID_MAX} characters), or leave adopt_id unset",
     "max_price_per_hour": f"Use a price greater than 0 and at most {_PRICE_MAX:.0f} in the estimate's currency "
     "(USD), or leave it unset for no ceiling",
+    "keep_ready_until": 'Use an RFC 3339 time with its zone, e.g. "2026-12-04T18:00:00Z", or leave it unset to '
+    "let the resource stop itself after inactive_timeout idle",
 }
 
 

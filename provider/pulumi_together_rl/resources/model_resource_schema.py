@@ -8,7 +8,9 @@ like with like; what the API reports goes to distinct ``effective_*`` outputs, s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 from .. import config
@@ -37,8 +39,19 @@ REPLACE_ON_CHANGES = (
     "inactive_timeout",
 )
 """Every API input: there is no update endpoint."""
-UPDATE_IN_PLACE = ("create_timeout", "delete_timeout", "force_stop", "adopt_id", "max_price_per_hour")
-"""Provider options: they never replace and never call the API when changed."""
+UPDATE_IN_PLACE = (
+    "create_timeout",
+    "delete_timeout",
+    "force_stop",
+    "adopt_id",
+    "max_price_per_hour",
+    "keep_ready_until",
+)
+"""Provider options: they never replace. Only ``keep_ready_until`` calls the API when changed (extend-expiry)."""
+KEPT_BY = ("keep_ready_until",)
+"""What :func:`keep` reads: an update that changes it extends the expiry."""
+EXTEND_SECONDS = (60, 86400)
+"""What one ``POST .../extend-expiry`` may ask for (seconds from now)."""
 ESTIMATE_KEYS = ("price_per_hour", "currency")
 """Added by check (estimate-cost); diff never looks at them."""
 OUTPUT_KEYS = (
@@ -123,6 +136,53 @@ def price(client: Any, request: ModelResourceCreateRequest) -> str:
     return price_text(process.estimate_cost(client, request).model_dump())
 
 
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 time with its zone (``2026-12-04T18:00:00Z``) as an aware datetime; None for anything else."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def keep(client: Any, ident: str, inputs: Mapping[str, Any], mr: Any) -> Any:
+    """Hold a READY resource until ``keep_ready_until``: one ``extend-expiry`` when its ``expires_at`` comes
+    earlier, none otherwise (the API never moves it earlier, so a later expiry already keeps the promise).
+    One call reaches at most a day ahead: a longer keep is extended again at the next refresh or update."""
+    until = parse_time(inputs.get("keep_ready_until"))
+    now = datetime.now(timezone.utc)
+    if until is None or until <= now or mr is None:
+        return mr
+    if mr.status != ModelResourceStatus.READY:
+        log(f"model resource {ident}: not kept READY until {iso(until)}: it is {mr.status.short}, and only a "
+            "READY resource can be kept")  # fmt: skip
+        return mr
+    if mr.expires_at is not None and mr.expires_at >= until:
+        return mr
+    low, high = EXTEND_SECONDS
+    seconds = min(high, max(low, math.ceil((until - now).total_seconds())))
+    kept = client.extend_model_resource_expiry(ident, seconds)
+    rest = "" if kept.expires_at is None or kept.expires_at >= until else (
+        "; extend-expiry reaches at most a day ahead, so a `pulumi refresh` (or `pulumi up --refresh`) before "
+        "then extends it again"
+    )
+    log(f"model resource {ident}: kept READY until {iso(kept.expires_at)} (keep_ready_until {iso(until)}){rest}")
+    return kept
+
+
+def gone_because(props: Mapping[str, Any], mr: Any) -> str:
+    """A resource that stopped with no error once the expiry in the state had passed most likely stopped itself
+    for inactivity: normal drift (the next ``up`` makes a new one), said as such."""
+    expiry = parse_time(props.get("expires_at"))
+    if mr is None or mr.error is not None or expiry is None or mr.updated_at is None or mr.updated_at < expiry:
+        return ""
+    idle = props.get("effective_inactive_timeout") or props.get("inactive_timeout")
+    after = f" after {idle} s without activity (inactive_timeout)" if idle else ""
+    return f" (it stopped itself{after}: its expires_at, {iso(expiry)}, had passed)"
+
+
 ATTACHED_TODO = (
     "Stop those sessions first: `python -m pulumi_together_rl orphans --state <pulumi stack export file> "
     "--stop` stops every session no given stack holds (or POST /v1/rl/training-sessions/<id>/stop each), and "
@@ -198,5 +258,8 @@ MODEL_RESOURCE = Schema(
     force=lambda props: bool(props.get("force_stop", config.FORCE_STOP)),
     refused=refused,
     after_delete=after_delete,
+    keep=keep,
+    kept_by=KEPT_BY,
+    gone_because=gone_because,
 )
 """How the shared lifecycle (:mod:`.lifecycle`) runs a model resource."""

@@ -74,6 +74,16 @@ class Schema:
     """A delete's stop was refused while the object is active: raise the sentence where the kind knows why."""
     after_delete: Callable[[Any, str, bool], Callable[[], None]] = lambda client, ident, force: lambda: None
     """Called before a delete's stop; what it returns runs after it (a forced stop logs what it ended)."""
+    keep: Callable[[Any, str, Mapping[str, Any], Any], Any] = lambda client, ident, inputs, live: live
+    """(client, id, declared inputs, the object as read) -> the object once it is held as declared (a model
+    resource's ``keep_ready_until`` extends its expiry). Called after a create's (or an adopt's) wait, at a read
+    of a declared object, and at an update that changes one of :attr:`kept_by`; it calls the API only when
+    something is due."""
+    kept_by: tuple[str, ...] = ()
+    """The in-place inputs that :attr:`keep` reads: an update that changes one reads the object and keeps it."""
+    gone_because: Callable[[Mapping[str, Any], Any], str] = lambda props, live: ""
+    """(the state, the ended object) -> why it ended, when the kind can tell (``stopped itself after ...``),
+    for the refresh that drops it; ``""``: nothing to add."""
 
     @property
     def name(self) -> str:

@@ -150,6 +150,13 @@ def differences(inputs: Mapping[str, Any], ts: Any) -> list[str]:
     return [str(d) for d in session_differences(to_request(known), ts)]
 
 
+def gone_because(props: Mapping[str, Any], session: Any) -> str:
+    """EXPIRED: its model resource stopped for inactivity (normal drift: the next ``up`` makes both again)."""
+    if session is not None and session.status == TrainingSessionStatus.EXPIRED:
+        return " (it ended when its model resource stopped itself for inactivity)"
+    return ""
+
+
 TRAINING_SESSION = Schema(
     collection=TRAINING_SESSIONS,
     required="model_resources_id",
@@ -173,5 +180,6 @@ TRAINING_SESSION = Schema(
     pace=watch.fast_pace,
     stopped_note="the session is over; its model resource is not affected (it bills until destroyed)",
     still_held="Its slot is still held: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
+    gone_because=gone_because,
 )
 """How the shared lifecycle (:mod:`.lifecycle`) runs a training session."""

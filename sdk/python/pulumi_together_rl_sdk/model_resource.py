@@ -29,6 +29,7 @@ class ModelResourceArgs:
                  delete_timeout: pulumi.Input[Optional[_builtins.float]] = None,
                  force_stop: pulumi.Input[Optional[_builtins.bool]] = None,
                  inactive_timeout: pulumi.Input[Optional[_builtins.int]] = None,
+                 keep_ready_until: pulumi.Input[Optional[_builtins.str]] = None,
                  lora_enabled: pulumi.Input[Optional[_builtins.bool]] = None,
                  max_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
                  optimizer_config: pulumi.Input[Optional['OptimizerConfigArgs']] = None):
@@ -48,6 +49,12 @@ class ModelResourceArgs:
                default 900.
         :param pulumi.Input[_builtins.bool] force_stop: Provider option: on delete, stop even with training sessions attached (they stop too). Default False.
         :param pulumi.Input[_builtins.int] inactive_timeout: Seconds (300-86400, API default 3600) without session activity after which the resource stops itself.
+        :param pulumi.Input[_builtins.str] keep_ready_until: Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`) until which the resource
+               must not stop itself for inactivity. The provider calls `POST .../extend-expiry` after the create, at an
+               update that changes it and at every refresh, whenever `expires_at` comes earlier; `expires_at` shows the
+               result. One call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`)
+               at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
+               passes. Past it the resource idles out after `inactive_timeout` as usual. Never replaces.
         :param pulumi.Input[_builtins.bool] lora_enabled: True (API default): hosts several LoRA sessions. False: one full-weight session.
         :param pulumi.Input[_builtins.float] max_price_per_hour: Provider option: a ceiling on the estimated hourly price (the API's estimate-cost, in its currency, USD),
                more than 0 and at most 10000. `pulumi preview` fails when the estimate exceeds it. Never replaces;
@@ -69,6 +76,8 @@ class ModelResourceArgs:
             pulumi.set(__self__, "force_stop", force_stop)
         if inactive_timeout is not None:
             pulumi.set(__self__, "inactive_timeout", inactive_timeout)
+        if keep_ready_until is not None:
+            pulumi.set(__self__, "keep_ready_until", keep_ready_until)
         if lora_enabled is not None:
             pulumi.set(__self__, "lora_enabled", lora_enabled)
         if max_price_per_hour is not None:
@@ -178,6 +187,23 @@ class ModelResourceArgs:
         pulumi.set(self, "inactive_timeout", value)
 
     @_builtins.property
+    @pulumi.getter(name="keepReadyUntil")
+    def keep_ready_until(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`) until which the resource
+        must not stop itself for inactivity. The provider calls `POST .../extend-expiry` after the create, at an
+        update that changes it and at every refresh, whenever `expires_at` comes earlier; `expires_at` shows the
+        result. One call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`)
+        at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
+        passes. Past it the resource idles out after `inactive_timeout` as usual. Never replaces.
+        """
+        return pulumi.get(self, "keep_ready_until")
+
+    @keep_ready_until.setter
+    def keep_ready_until(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "keep_ready_until", value)
+
+    @_builtins.property
     @pulumi.getter(name="loraEnabled")
     def lora_enabled(self) -> pulumi.Input[Optional[_builtins.bool]]:
         """
@@ -230,6 +256,7 @@ class ModelResource(pulumi.CustomResource):
                  delete_timeout: pulumi.Input[Optional[_builtins.float]] = None,
                  force_stop: pulumi.Input[Optional[_builtins.bool]] = None,
                  inactive_timeout: pulumi.Input[Optional[_builtins.int]] = None,
+                 keep_ready_until: pulumi.Input[Optional[_builtins.str]] = None,
                  lora_enabled: pulumi.Input[Optional[_builtins.bool]] = None,
                  max_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
                  optimizer_config: pulumi.Input[Optional[Union['OptimizerConfigArgs', 'OptimizerConfigArgsDict', 'outputs.OptimizerConfig']]] = None,
@@ -257,6 +284,12 @@ class ModelResource(pulumi.CustomResource):
                default 900.
         :param pulumi.Input[_builtins.bool] force_stop: Provider option: on delete, stop even with training sessions attached (they stop too). Default False.
         :param pulumi.Input[_builtins.int] inactive_timeout: Seconds (300-86400, API default 3600) without session activity after which the resource stops itself.
+        :param pulumi.Input[_builtins.str] keep_ready_until: Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`) until which the resource
+               must not stop itself for inactivity. The provider calls `POST .../extend-expiry` after the create, at an
+               update that changes it and at every refresh, whenever `expires_at` comes earlier; `expires_at` shows the
+               result. One call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`)
+               at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
+               passes. Past it the resource idles out after `inactive_timeout` as usual. Never replaces.
         :param pulumi.Input[_builtins.bool] lora_enabled: True (API default): hosts several LoRA sessions. False: one full-weight session.
         :param pulumi.Input[_builtins.float] max_price_per_hour: Provider option: a ceiling on the estimated hourly price (the API's estimate-cost, in its currency, USD),
                more than 0 and at most 10000. `pulumi preview` fails when the estimate exceeds it. Never replaces;
@@ -300,6 +333,7 @@ class ModelResource(pulumi.CustomResource):
                  delete_timeout: pulumi.Input[Optional[_builtins.float]] = None,
                  force_stop: pulumi.Input[Optional[_builtins.bool]] = None,
                  inactive_timeout: pulumi.Input[Optional[_builtins.int]] = None,
+                 keep_ready_until: pulumi.Input[Optional[_builtins.str]] = None,
                  lora_enabled: pulumi.Input[Optional[_builtins.bool]] = None,
                  max_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
                  optimizer_config: pulumi.Input[Optional[Union['OptimizerConfigArgs', 'OptimizerConfigArgsDict', 'outputs.OptimizerConfig']]] = None,
@@ -322,6 +356,7 @@ class ModelResource(pulumi.CustomResource):
             __props__.__dict__["delete_timeout"] = delete_timeout
             __props__.__dict__["force_stop"] = force_stop
             __props__.__dict__["inactive_timeout"] = inactive_timeout
+            __props__.__dict__["keep_ready_until"] = keep_ready_until
             __props__.__dict__["lora_enabled"] = lora_enabled
             __props__.__dict__["max_price_per_hour"] = max_price_per_hour
             __props__.__dict__["optimizer_config"] = optimizer_config
@@ -380,6 +415,7 @@ class ModelResource(pulumi.CustomResource):
         __props__.__dict__["expires_at"] = None
         __props__.__dict__["force_stop"] = None
         __props__.__dict__["inactive_timeout"] = None
+        __props__.__dict__["keep_ready_until"] = None
         __props__.__dict__["lora_enabled"] = None
         __props__.__dict__["max_price_per_hour"] = None
         __props__.__dict__["optimizer_config"] = None
@@ -520,7 +556,8 @@ class ModelResource(pulumi.CustomResource):
     @pulumi.getter(name="expiresAt")
     def expires_at(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
-        While READY: when the resource stops itself for inactivity, as of the last create/refresh.
+        While READY: when the resource stops itself for inactivity, as of the last create, update or refresh
+        (at least `keep_ready_until` while that is ahead and within a day).
         """
         return pulumi.get(self, "expires_at")
 
@@ -539,6 +576,14 @@ class ModelResource(pulumi.CustomResource):
         The declared inactivity timeout (see `effective_inactive_timeout`).
         """
         return pulumi.get(self, "inactive_timeout")
+
+    @_builtins.property
+    @pulumi.getter(name="keepReadyUntil")
+    def keep_ready_until(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        Provider option, as declared (see `expires_at` for what the API holds).
+        """
+        return pulumi.get(self, "keep_ready_until")
 
     @_builtins.property
     @pulumi.getter(name="loraEnabled")
