@@ -24,7 +24,7 @@ BIG = "Qwen/Qwen3.5-35B-A3B"  # emulator: max_rank 32, LoRA only, 4 trainer GPUs
 SMALL = "Qwen/Qwen3.5-4B"  # max_rank 64; LoRA or full weight
 
 # One program, shaped by its stack config: `resources` is a list of {name, base_model, lora_enabled?,
-# max_price?, replicas?, adopt_id?}; `sessions` is a list of {name, on (a resource name) | id, rank?, adopt_id?}.
+# max_price?, replicas?, adopt_id?, force_stop?, keep?}; `sessions` is a list of {name, on (a resource name) | id, rank?, adopt_id?}.
 PROGRAM = """
 import pulumi
 from pulumi_together_rl import ModelResource, ModelResourceArgs, TrainingSession, TrainingSessionArgs
@@ -39,6 +39,7 @@ for r in config.get_object("resources") or []:
         max_price_per_hour=r.get("max_price"),
         adopt_id=r.get("adopt_id"),
         force_stop=r.get("force_stop"),
+        keep_ready_until=r.get("keep"),
     ))
 for s in config.get_object("sessions") or []:
     TrainingSession(s["name"], TrainingSessionArgs(
@@ -254,6 +255,26 @@ def test_the_policy_pack_runs_as_an_executable_too(cli_stack, project, emulator,
         "--policy-pack-config",
         str(settings),
     )
+
+
+def test_the_policy_pack_caps_how_far_ahead_a_stack_keeps_a_gpu(cli_stack, project, emulator, tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    keep = (datetime.now(timezone.utc) + timedelta(hours=54)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stack = _stack(cli_stack, project, emulator, resources=[{"name": "demo", "base_model": SMALL, "keep": keep}])
+    folder, settings = _pack(tmp_path, {})  # the default ceiling: 24 h
+
+    result = stack.preview("--policy-pack", str(folder), "--policy-pack-config", str(settings), check=False)
+
+    assert result.returncode != 0, str(result)
+    assert "together-rl-keep-ceiling" in result.output
+    assert f"model resource demo is kept READY until {keep} (keep_ready_until)" in result.output
+    assert "over the ceiling of 24 h" in result.output
+    assert writes(emulator) == []
+    # A stack whose config allows three days passes.
+    settings.write_text(json.dumps({"together-rl-keep-ceiling": {"max_keep_ready_hours": 72}}))
+    passed = stack.preview("--policy-pack", str(folder), "--policy-pack-config", str(settings))
+    assert "keep_ready_until" not in passed.output
 
 
 # The same pack over the plugin face: a Pulumi YAML program of two priced resources and six sessions on one.

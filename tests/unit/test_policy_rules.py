@@ -160,3 +160,22 @@ def test_the_folder_names_the_venv_relative_to_itself(tmp_path):
 def test_a_non_number_budget_is_not_enforced_by_the_rule(bad):
     # The engine validates the config against the schema first; the rule itself never crashes on it.
     assert rules.budget([resource("a", price_per_hour=1.0)], bad) == []
+
+
+def test_the_keep_ceiling_holds_keep_ready_until_to_the_configured_hours_ahead():
+    from datetime import datetime, timezone
+
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+    items = [
+        resource("demo", keep_ready_until="2026-12-04T18:00:00Z"),  # 54 h ahead
+        resource("eval", keep_ready_until="2026-12-02T20:00:00+00:00"),  # 8 h ahead
+        resource("later", keep_ready_until=UNKNOWN),  # computed at preview: checked at `up`
+        resource("plain"),
+    ]
+
+    (violation,) = rules.keep_ceiling(items, {}, now)
+    assert violation[1] == "urn:mr:demo"
+    assert "54.0 h from now, over the ceiling of 24 h" in violation[0] and "max_keep_ready_hours" in violation[0]
+    assert [u for _, u in rules.keep_ceiling(items, {"max_keep_ready_hours": 6}, now)] == ["urn:mr:demo", "urn:mr:eval"]
+    assert rules.keep_ceiling(items, {"max_keep_ready_hours": 72}, now) == []
+    assert rules.keep_ceiling([resource("old", keep_ready_until="2020-01-01T00:00:00Z")], {}, now) == []

@@ -11,6 +11,9 @@ One resource's ``check`` validates that resource; these rules see every resource
     full-weight resource, ``lora_sessions_by_model[<base_model>]`` or ``lora_sessions`` (5) on a LoRA one.
 ``together-rl-idle-ceiling``
     ``inactive_timeout`` (API default 3600 s) is at most ``max_inactive_timeout`` (default 3600).
+``together-rl-keep-ceiling``
+    No model resource is kept READY (``keep_ready_until``) more than ``max_keep_ready_hours`` (default 24)
+    ahead of now.
 ``together-rl-no-force-stop``
     ``force_stop`` is not set on the stacks in ``stacks`` (default ``["prod", "production"]``).
 ``together-rl-wandb-metadata``

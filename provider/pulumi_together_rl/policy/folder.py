@@ -30,6 +30,7 @@ DEFAULT_CONFIG = {
         "full_weight_sessions": 1,
     },
     "together-rl-idle-ceiling": {"enforcementLevel": "mandatory", "max_inactive_timeout": 3600},
+    "together-rl-keep-ceiling": {"enforcementLevel": "mandatory", "max_keep_ready_hours": 24},
     "together-rl-no-force-stop": {"enforcementLevel": "mandatory", "stacks": ["prod", "production"]},
     "together-rl-wandb-metadata": {"enforcementLevel": "advisory", "required": ["project"]},
 }

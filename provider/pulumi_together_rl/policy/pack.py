@@ -134,6 +134,12 @@ def policies() -> list[StackValidationPolicy]:
             {"max_inactive_timeout": {"type": "integer", "minimum": 300, "default": 3600}},
         ),
         _policy(
+            "together-rl-keep-ceiling",
+            "No model resource is kept READY (keep_ready_until) more than max_keep_ready_hours ahead.",
+            rules.keep_ceiling,
+            {"max_keep_ready_hours": {"type": "number", "exclusiveMinimum": 0, "default": 24}},
+        ),
+        _policy(
             "together-rl-no-force-stop",
             "force_stop is not set on the stacks listed in stacks (default prod, production).",
             lambda items, config: rules.no_force_stop(items, config, _stack_name()),

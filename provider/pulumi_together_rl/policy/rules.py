@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 MODEL_RESOURCE = "pulumi-python:dynamic/together:ModelResource"
@@ -174,6 +175,29 @@ def idle_ceiling(items: Sequence[Item], config: Mapping[str, Any]) -> list[Viola
             out.append((f"model resource {item.name} bills up to {int(timeout)} s idle before it stops itself "
                         f"(inactive_timeout), over the ceiling of {int(ceiling)} s. Lower inactive_timeout, or "
                         "raise max_inactive_timeout in the policy config", item.urn))  # fmt: skip
+    return out
+
+
+DEFAULT_MAX_KEEP_READY_HOURS = 24.0
+"""How far ahead a stack may keep a GPU by default: a day, the most one extend-expiry reaches."""
+
+
+def keep_ceiling(items: Sequence[Item], config: Mapping[str, Any], now: datetime | None = None) -> list[Violation]:
+    """No model resource is kept READY (``keep_ready_until``) more than ``max_keep_ready_hours`` ahead of now
+    (default 24): a keep bills every hour until then, used or not."""
+    from ..resources.model_resource_schema import parse_time
+
+    ceiling = float(config.get("max_keep_ready_hours", DEFAULT_MAX_KEEP_READY_HOURS))
+    now = now or datetime.now(timezone.utc)
+    out: list[Violation] = []
+    for item in _of(items, MODEL_RESOURCE):
+        until = parse_time(item.props.get("keep_ready_until"))  # unknown at preview: checked at `up`
+        if until is not None and (until - now).total_seconds() > ceiling * 3600:
+            hours = (until - now).total_seconds() / 3600
+            out.append((f"model resource {item.name} is kept READY until {item.props['keep_ready_until']} "
+                        f"(keep_ready_until), {hours:.1f} h from now, over the ceiling of {ceiling:g} h: it bills "
+                        "every hour until then, used or not. Choose an earlier keep_ready_until, or raise "
+                        "max_keep_ready_hours in the policy config", item.urn))  # fmt: skip
     return out
 
 
