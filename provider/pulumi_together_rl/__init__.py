@@ -6,6 +6,9 @@ The nested shapes of the Args are ``TypedDict`` classes, exported here too (``Co
 ``OptimizerConfigArgs``, ``MuonConfigArgs``, ``LoraConfigArgs``, ``SessionMetadataArgs``,
 ``WandbMetadataArgs``), so a dict built ahead of its Args can be annotated. The package ships ``py.typed``.
 
+The functions ``get_checkpoints`` and ``latest_checkpoint`` answer "which checkpoints of this session (or base
+model) are there" as ``Output`` values (typed ``Checkpoint``), for a resume a program can state.
+
 The resource classes are imported lazily (PEP 562 ``__getattr__``), so ``import pulumi_together_rl.client``
 (used by the emulator, scripts and other tools) does not pay for importing ``pulumi``.
 """
@@ -18,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "Checkpoint",
+    "CheckpointQuery",
     "ComputeConfigArgs",
     "LoraConfigArgs",
     "ModelResource",
@@ -29,6 +34,8 @@ __all__ = [
     "TrainingSessionArgs",
     "WandbMetadataArgs",
     "__version__",
+    "get_checkpoints",
+    "latest_checkpoint",
 ]
 
 _LAZY = {
@@ -42,10 +49,15 @@ _LAZY = {
     "LoraConfigArgs": ".resources.training_session",
     "SessionMetadataArgs": ".resources.training_session",
     "WandbMetadataArgs": ".resources.training_session",
+    "Checkpoint": ".resources.functions",
+    "CheckpointQuery": ".resources.functions",
+    "get_checkpoints": ".resources.functions",
+    "latest_checkpoint": ".resources.functions",
 }
 
 # What type checkers see (the names above, typed); at run time they are imported on first use, below.
 if TYPE_CHECKING:
+    from .resources.functions import Checkpoint, CheckpointQuery, get_checkpoints, latest_checkpoint
     from .resources.model_resource import (
         ComputeConfigArgs,
         ModelResource,

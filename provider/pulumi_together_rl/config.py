@@ -34,11 +34,13 @@ qualified keys above are what we look up.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 DEFAULT_BASE_URL = "https://api.together.ai"
@@ -108,6 +110,23 @@ def configure(config: Any) -> None:
         _configured.update(values)
 
 
+_program: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar("program_config", default=None)
+
+
+@contextlib.contextmanager
+def program_config() -> Iterator[None]:
+    """Inside: the settings come from the stack config as the *program* sees it (a function such as
+    ``latest_checkpoint`` runs in the program's process, which has no ``configure()``), for this context only,
+    so that a provider in the same process keeps its own."""
+    from pulumi.runtime.config import get_config
+
+    token = _program.set({k: get_config(k) for k in (CONFIG_API_KEY, CONFIG_BASE_URL, CONFIG_POLL_INTERVAL)})
+    try:
+        yield
+    finally:
+        _program.reset(token)
+
+
 def reset() -> None:
     """Forget the recorded stack config and the warnings already given (tests)."""
     global _warned_poll_interval
@@ -119,8 +138,12 @@ def reset() -> None:
 def current(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings now: recorded stack config first, then the environment, then defaults."""
     env = os.environ if environ is None else environ
-    with _lock:
-        configured = dict(_configured)
+    program = _program.get()
+    if program is not None:
+        configured = {k: v for k, v in program.items() if v is not None and v != ""}
+    else:
+        with _lock:
+            configured = dict(_configured)
 
     def pick(config_key: str, env_key: str) -> tuple[Any, str | None]:
         value = configured.get(config_key)

@@ -10,10 +10,20 @@ export const estimateCost: typeof import("./estimateCost").estimateCost = null a
 export const estimateCostOutput: typeof import("./estimateCost").estimateCostOutput = null as any;
 utilities.lazyLoad(exports, ["estimateCost","estimateCostOutput"], () => require("./estimateCost"));
 
+export { GetCheckpointsArgs, GetCheckpointsResult, GetCheckpointsOutputArgs } from "./getCheckpoints";
+export const getCheckpoints: typeof import("./getCheckpoints").getCheckpoints = null as any;
+export const getCheckpointsOutput: typeof import("./getCheckpoints").getCheckpointsOutput = null as any;
+utilities.lazyLoad(exports, ["getCheckpoints","getCheckpointsOutput"], () => require("./getCheckpoints"));
+
 export { GetSupportedModelsResult } from "./getSupportedModels";
 export const getSupportedModels: typeof import("./getSupportedModels").getSupportedModels = null as any;
 export const getSupportedModelsOutput: typeof import("./getSupportedModels").getSupportedModelsOutput = null as any;
 utilities.lazyLoad(exports, ["getSupportedModels","getSupportedModelsOutput"], () => require("./getSupportedModels"));
+
+export { LatestCheckpointArgs, LatestCheckpointResult, LatestCheckpointOutputArgs } from "./latestCheckpoint";
+export const latestCheckpoint: typeof import("./latestCheckpoint").latestCheckpoint = null as any;
+export const latestCheckpointOutput: typeof import("./latestCheckpoint").latestCheckpointOutput = null as any;
+utilities.lazyLoad(exports, ["latestCheckpoint","latestCheckpointOutput"], () => require("./latestCheckpoint"));
 
 export { ModelResourceArgs } from "./modelResource";
 export type ModelResource = import("./modelResource").ModelResource;

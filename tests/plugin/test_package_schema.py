@@ -40,8 +40,25 @@ def test_every_resource_type_function_and_property_is_described():
     ]
     assert sorted(SCHEMA["functions"]) == [
         "together-rl:index:estimateCost",
+        "together-rl:index:getCheckpoints",
         "together-rl:index:getSupportedModels",
+        "together-rl:index:latestCheckpoint",
     ]
+
+
+def test_the_checkpoint_functions_answer_in_the_cores_shape():
+    from pulumi_together_rl.resources import checkpoints
+    from pulumi_together_rl.resources.functions import Checkpoint, CheckpointQuery
+
+    answer = SCHEMA["types"]["together-rl:index:Checkpoint"]["properties"]
+    assert sorted(answer) == sorted(camel(k) for k in Checkpoint.__annotations__)
+    from pulumi_together_rl.client.models import CheckpointInfo
+
+    assert set(checkpoints.as_data(CheckpointInfo(id="c", step="3"))) == set(Checkpoint.__annotations__)
+    for token in ("together-rl:index:getCheckpoints", "together-rl:index:latestCheckpoint"):
+        query = SCHEMA["functions"][token]["inputs"]["properties"]
+        assert sorted(query) == sorted(camel(k) for k in CheckpointQuery.__annotations__)
+        assert set(CheckpointQuery.__annotations__) == set(checkpoints.Query.model_fields)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)

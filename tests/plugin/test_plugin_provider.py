@@ -249,6 +249,29 @@ def test_the_functions_answer_supported_models_and_prices(plugin):
     assert [f.property for f in bad.failures] == ["inactiveTimeout"]
 
 
+def test_the_checkpoint_functions_answer_in_the_schemas_names(plugin, emulator):
+    _, resource = plugin.checked_create(MR, "gpu", baseModel=MODEL)
+    _, session = plugin.checked_create(TS, "run", modelResourcesId=resource.resource_id, loraConfig={"rank": 8})
+    ident = session.resource_id
+    emulator.control.advance_session(ident, 30)
+    early = emulator.control.save_checkpoint(ident, "training")
+    emulator.control.advance_session(ident, 30)
+    late = emulator.control.save_checkpoint(ident, "training")
+
+    def invoke(token: str, **args: Any) -> Any:
+        return plugin.run(plugin.provider.invoke(InvokeRequest(f"together-rl:index:{token}", bag(**args))))
+
+    listed = plain(invoke("getCheckpoints", sessionId=ident).return_value)["checkpoints"]
+    assert [(c["id"], c["step"], c["loraRank"]) for c in listed] == [(late["id"], 60, 8), (early["id"], 30, 8)]
+    latest = plain(invoke("latestCheckpoint", sessionId=ident, minStep=31).return_value)
+    assert latest["id"] == late["id"] and latest["sessionId"] == ident and latest["type"] == "training"
+    bad = invoke("latestCheckpoint", sessionId=ident, type="weights")
+    assert [f.property for f in bad.failures] == ["type"]
+    with pytest.raises(UserError) as caught:
+        invoke("latestCheckpoint", sessionId=ident, minStep=61)
+    assert "no training checkpoint of session" in str(caught.value)
+
+
 def test_every_create_of_a_stack_runs_at_once_on_the_plugins_workers(monkeypatch):
     """24 creates that each hold their thread until all 24 are in flight: they finish only if the plugin's loop
     runs them all at once (asyncio's default pool has cpu + 4 threads)."""

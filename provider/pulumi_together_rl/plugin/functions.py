@@ -3,6 +3,8 @@
 * ``getSupportedModels``: ``GET /v1/rl/supported-models`` (the base models and their compute layouts).
 * ``estimateCost``: ``POST /v1/rl/model-resources/estimate-cost`` for a model resource's API inputs, checked
   with the same rules as the resource's own inputs (a bad one is a failure naming the field, not a call).
+* ``getCheckpoints`` / ``latestCheckpoint``: the core's checkpoint query (:mod:`..resources.checkpoints`), the
+  same as the dynamic face's ``get_checkpoints`` / ``latest_checkpoint``.
 
 Both go through the core's cached calls (:mod:`..resources.process`): the same answers a model resource's check
 uses, asked once per process.
@@ -14,9 +16,15 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..resources import process
+from ..resources import checkpoints, process
 from ..resources.inputs import Failure, validate_inputs
-from .package_schema import ESTIMATE_COST, GET_SUPPORTED_MODELS, package_schema
+from .package_schema import (
+    ESTIMATE_COST,
+    GET_CHECKPOINTS,
+    GET_SUPPORTED_MODELS,
+    LATEST_CHECKPOINT,
+    package_schema,
+)
 
 Result = tuple[dict[str, Any], list[Failure]]
 
@@ -60,6 +68,16 @@ def estimate_cost(args: Mapping[str, Any]) -> Result:
     return {"price_per_hour": estimate.price_per_hour, "currency": estimate.currency}, []
 
 
+def checkpoint_list(args: Mapping[str, Any]) -> Result:
+    query, failures = checkpoints.check(args)
+    return ({}, failures) if failures else ({"checkpoints": checkpoints.find(query)}, [])
+
+
+def latest_checkpoint(args: Mapping[str, Any]) -> Result:
+    query, failures = checkpoints.check(args)
+    return ({}, failures) if failures else (checkpoints.latest(query), [])
+
+
 def _failed(doing: str, kind: str, ident: str | None, exc: Exception) -> Exception:
     from ..messages import UserError, explain
 
@@ -69,4 +87,6 @@ def _failed(doing: str, kind: str, ident: str | None, exc: Exception) -> Excepti
 BY_TOKEN = {
     GET_SUPPORTED_MODELS: Function(GET_SUPPORTED_MODELS, supported_models),
     ESTIMATE_COST: Function(ESTIMATE_COST, estimate_cost),
+    GET_CHECKPOINTS: Function(GET_CHECKPOINTS, checkpoint_list),
+    LATEST_CHECKPOINT: Function(LATEST_CHECKPOINT, latest_checkpoint),
 }

@@ -82,6 +82,10 @@ BY_TOKEN = {kind.token: kind for kind in KINDS}
 
 GET_SUPPORTED_MODELS = f"{PACKAGE}:index:getSupportedModels"
 ESTIMATE_COST = f"{PACKAGE}:index:estimateCost"
+GET_CHECKPOINTS = f"{PACKAGE}:index:getCheckpoints"
+LATEST_CHECKPOINT = f"{PACKAGE}:index:latestCheckpoint"
+FUNCTIONS_MODULE = "pulumi_together_rl.resources.functions"
+"""The dynamic face's functions: their query and answer types are the checkpoint functions' schema."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,10 +242,42 @@ CONFIG = {
 }
 
 
-def _functions(types: _Types) -> dict[str, Any]:
+def _functions(types: _Types, answers: _Types) -> dict[str, Any]:
     mr = {a.name: a for a in _attributes(KINDS[0].module, f"{KINDS[0].name}Args")}
     api_inputs = KINDS[0].schema.replace_on_changes
+    query = {
+        "type": "object",
+        "properties": {camel(a.name): answers.prop(a) for a in _attributes(FUNCTIONS_MODULE, "CheckpointQuery")},
+    }
+    checkpoint = answers.object_type("Checkpoint")
+    one = answers.objects[checkpoint]
     return {
+        GET_CHECKPOINTS: {
+            "description": "Every checkpoint of a session (or base model) of a type, from a step on, newest "
+            "first (`GET /v1/rl/checkpoints`, every page); an empty list when none matches.",
+            "inputs": query,
+            "outputs": {
+                "type": "object",
+                "properties": {
+                    "checkpoints": {
+                        "type": "array",
+                        "items": {"$ref": f"#/types/{checkpoint}"},
+                        "description": "The matching checkpoints, newest first.",
+                    }
+                },
+                "required": ["checkpoints"],
+            },
+        },
+        LATEST_CHECKPOINT: {
+            "description": "The newest checkpoint of a session (or base model) of a type at or after a step: "
+            "`resumeFromCheckpointId: ${fn::invoke ... .id}`. None matching is an error naming the query.",
+            "inputs": query,
+            "outputs": {
+                "type": "object",
+                "properties": one["properties"],
+                "required": ["id", "type", "step"],
+            },
+        },
         GET_SUPPORTED_MODELS: {
             "description": "The base models the API offers for post-training (`GET /v1/rl/supported-models`), "
             "each with its default GPU type and the compute layouts (GPU type, generator and trainer "
@@ -285,12 +321,14 @@ def package_schema() -> dict[str, Any]:
     resources: dict[str, Any] = {}
     objects: dict[str, Any] = {}
     functions: dict[str, Any] = {}
+    answers = _Types(FUNCTIONS_MODULE)
     for kind in KINDS:
         types = _Types(kind.module)
         resources[kind.token] = _resource(kind, types)
         if kind is KINDS[0]:
-            functions = _functions(types)
+            functions = _functions(types, answers)
         objects.update(types.objects)
+    objects.update(answers.objects)
     return {
         "name": PACKAGE,
         "displayName": "Together AI post-training (RL)",

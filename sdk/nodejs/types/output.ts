@@ -6,6 +6,40 @@ import * as inputs from "../types/input";
 import * as outputs from "../types/output";
 
 /**
+ * A saved checkpoint, as `GET /v1/rl/checkpoints` reports it.
+ */
+export interface Checkpoint {
+    /**
+     * The base model it was trained from.
+     */
+    baseModel?: string;
+    /**
+     * RFC 3339 time it was saved.
+     */
+    createdAt?: string;
+    /**
+     * Its id: what `resume_from_checkpoint_id` takes.
+     */
+    id?: string;
+    /**
+     * Its LoRA rank; unset for a full-weight checkpoint.
+     */
+    loraRank?: number;
+    /**
+     * The training session that saved it.
+     */
+    sessionId?: string;
+    /**
+     * The optimizer step it was saved at.
+     */
+    step?: number;
+    /**
+     * `"training"` or `"inference"`.
+     */
+    type?: string;
+}
+
+/**
  * Compute layout of a model resource.
  */
 export interface ComputeConfig {

@@ -7,7 +7,9 @@ from . import _utilities
 import typing
 # Export this package's modules as members:
 from .estimate_cost import *
+from .get_checkpoints import *
 from .get_supported_models import *
+from .latest_checkpoint import *
 from .model_resource import *
 from .provider import *
 from .training_session import *

@@ -16,6 +16,7 @@ from . import _utilities
 from . import outputs
 
 __all__ = [
+    'Checkpoint',
     'ComputeConfig',
     'LoraConfig',
     'MuonConfig',
@@ -23,6 +24,102 @@ __all__ = [
     'SessionMetadata',
     'WandbMetadata',
 ]
+
+@pulumi.output_type
+class Checkpoint(dict):
+    """
+    A saved checkpoint, as `GET /v1/rl/checkpoints` reports it.
+    """
+    def __init__(__self__, *,
+                 base_model: Optional[_builtins.str] = None,
+                 created_at: Optional[_builtins.str] = None,
+                 id: Optional[_builtins.str] = None,
+                 lora_rank: Optional[_builtins.int] = None,
+                 session_id: Optional[_builtins.str] = None,
+                 step: Optional[_builtins.int] = None,
+                 type: Optional[_builtins.str] = None):
+        """
+        A saved checkpoint, as `GET /v1/rl/checkpoints` reports it.
+
+        :param _builtins.str base_model: The base model it was trained from.
+        :param _builtins.str created_at: RFC 3339 time it was saved.
+        :param _builtins.str id: Its id: what `resume_from_checkpoint_id` takes.
+        :param _builtins.int lora_rank: Its LoRA rank; unset for a full-weight checkpoint.
+        :param _builtins.str session_id: The training session that saved it.
+        :param _builtins.int step: The optimizer step it was saved at.
+        :param _builtins.str type: `"training"` or `"inference"`.
+        """
+        if base_model is not None:
+            pulumi.set(__self__, "base_model", base_model)
+        if created_at is not None:
+            pulumi.set(__self__, "created_at", created_at)
+        if id is not None:
+            pulumi.set(__self__, "id", id)
+        if lora_rank is not None:
+            pulumi.set(__self__, "lora_rank", lora_rank)
+        if session_id is not None:
+            pulumi.set(__self__, "session_id", session_id)
+        if step is not None:
+            pulumi.set(__self__, "step", step)
+        if type is not None:
+            pulumi.set(__self__, "type", type)
+
+    @_builtins.property
+    @pulumi.getter(name="baseModel")
+    def base_model(self) -> Optional[_builtins.str]:
+        """
+        The base model it was trained from.
+        """
+        return pulumi.get(self, "base_model")
+
+    @_builtins.property
+    @pulumi.getter(name="createdAt")
+    def created_at(self) -> Optional[_builtins.str]:
+        """
+        RFC 3339 time it was saved.
+        """
+        return pulumi.get(self, "created_at")
+
+    @_builtins.property
+    @pulumi.getter
+    def id(self) -> Optional[_builtins.str]:
+        """
+        Its id: what `resume_from_checkpoint_id` takes.
+        """
+        return pulumi.get(self, "id")
+
+    @_builtins.property
+    @pulumi.getter(name="loraRank")
+    def lora_rank(self) -> Optional[_builtins.int]:
+        """
+        Its LoRA rank; unset for a full-weight checkpoint.
+        """
+        return pulumi.get(self, "lora_rank")
+
+    @_builtins.property
+    @pulumi.getter(name="sessionId")
+    def session_id(self) -> Optional[_builtins.str]:
+        """
+        The training session that saved it.
+        """
+        return pulumi.get(self, "session_id")
+
+    @_builtins.property
+    @pulumi.getter
+    def step(self) -> Optional[_builtins.int]:
+        """
+        The optimizer step it was saved at.
+        """
+        return pulumi.get(self, "step")
+
+    @_builtins.property
+    @pulumi.getter
+    def type(self) -> Optional[_builtins.str]:
+        """
+        `"training"` or `"inference"`.
+        """
+        return pulumi.get(self, "type")
+
 
 @pulumi.output_type
 class ComputeConfig(dict):
