@@ -110,7 +110,9 @@ def configure(config: Any) -> None:
         _configured.update(values)
 
 
-_program: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar("program_config", default=None)
+_program: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "program_config", default=None
+)
 
 
 @contextlib.contextmanager

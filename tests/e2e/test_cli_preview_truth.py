@@ -261,7 +261,9 @@ def test_the_policy_pack_caps_how_far_ahead_a_stack_keeps_a_gpu(cli_stack, proje
     from datetime import datetime, timedelta, timezone
 
     keep = (datetime.now(timezone.utc) + timedelta(hours=54)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    stack = _stack(cli_stack, project, emulator, resources=[{"name": "demo", "base_model": SMALL, "keep": keep}])
+    stack = _stack(
+        cli_stack, project, emulator, resources=[{"name": "demo", "base_model": SMALL, "keep": keep}]
+    )
     folder, settings = _pack(tmp_path, {})  # the default ceiling: 24 h
 
     result = stack.preview("--policy-pack", str(folder), "--policy-pack-config", str(settings), check=False)

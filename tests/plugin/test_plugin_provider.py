@@ -251,7 +251,9 @@ def test_the_functions_answer_supported_models_and_prices(plugin):
 
 def test_the_checkpoint_functions_answer_in_the_schemas_names(plugin, emulator):
     _, resource = plugin.checked_create(MR, "gpu", baseModel=MODEL)
-    _, session = plugin.checked_create(TS, "run", modelResourcesId=resource.resource_id, loraConfig={"rank": 8})
+    _, session = plugin.checked_create(
+        TS, "run", modelResourcesId=resource.resource_id, loraConfig={"rank": 8}
+    )
     ident = session.resource_id
     emulator.control.advance_session(ident, 30)
     early = emulator.control.save_checkpoint(ident, "training")
@@ -262,7 +264,10 @@ def test_the_checkpoint_functions_answer_in_the_schemas_names(plugin, emulator):
         return plugin.run(plugin.provider.invoke(InvokeRequest(f"together-rl:index:{token}", bag(**args))))
 
     listed = plain(invoke("getCheckpoints", sessionId=ident).return_value)["checkpoints"]
-    assert [(c["id"], c["step"], c["loraRank"]) for c in listed] == [(late["id"], 60, 8), (early["id"], 30, 8)]
+    assert [(c["id"], c["step"], c["loraRank"]) for c in listed] == [
+        (late["id"], 60, 8),
+        (early["id"], 30, 8),
+    ]
     latest = plain(invoke("latestCheckpoint", sessionId=ident, minStep=31).return_value)
     assert latest["id"] == late["id"] and latest["sessionId"] == ident and latest["type"] == "training"
     bad = invoke("latestCheckpoint", sessionId=ident, type="weights")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pulumi
 import pytest
 from harness.mocks import run_main
 
-import pulumi
 from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.resources import checkpoints
 
@@ -53,7 +53,7 @@ def test_find_lists_a_sessions_checkpoints_of_a_type_newest_first(rig, trained):
 
 
 def test_latest_is_the_newest_at_or_after_the_step_and_none_is_an_error(rig, trained):
-    session, (early, late, _) = trained
+    session, (_, late, _) = trained
 
     assert checkpoints.latest({"session_id": session, "type": "training"})["id"] == late
     assert checkpoints.latest({"session_id": session, "min_step": 50})["id"] == late
@@ -106,4 +106,6 @@ def test_a_function_that_finds_nothing_fails_the_program_in_one_sentence(rig, tr
     with pytest.raises(pulumi.RunError) as caught:
         run_main(PROGRAM, NoResources(), config=stack_config)
 
-    assert str(caught.value).startswith(f"finding the latest checkpoint: no training checkpoint of session {session}")
+    assert str(caught.value).startswith(
+        f"finding the latest checkpoint: no training checkpoint of session {session}"
+    )

@@ -125,7 +125,9 @@ def test_a_failed_extend_at_update_fails_the_update_naming_the_keep(rig):
     with pytest.raises(UserError) as caught:
         rig.resources.update(created.id, created.outs, news)
 
-    assert str(caught.value).startswith(f"updating model resource ({created.id}): keeping it as keep_ready_until")
+    assert str(caught.value).startswith(
+        f"updating model resource ({created.id}): keeping it as keep_ready_until"
+    )
 
 
 def test_a_stop_before_the_expiry_is_not_called_an_idle_stop(rig, capsys):

@@ -30,7 +30,11 @@ RESOURCE_RULES = {
     "force_stop": (UPDATE, False, True),
     "adopt_id": (UPDATE, "mr-a", "mr-b"),
     "max_price_per_hour": (UPDATE, 20.0, 30.0),
-    "keep_ready_until": (UPDATE, "2026-12-04T18:00:00Z", "2026-12-05T18:00:00Z"),  # extend-expiry, never a replace
+    "keep_ready_until": (
+        UPDATE,
+        "2026-12-04T18:00:00Z",
+        "2026-12-05T18:00:00Z",
+    ),  # extend-expiry, never a replace
 }
 SESSION_RULES = {
     "model_resources_id": (REPLACE, "mr-a", "mr-b"),

@@ -175,7 +175,12 @@ def test_the_keep_ceiling_holds_keep_ready_until_to_the_configured_hours_ahead()
 
     (violation,) = rules.keep_ceiling(items, {}, now)
     assert violation[1] == "urn:mr:demo"
-    assert "54.0 h from now, over the ceiling of 24 h" in violation[0] and "max_keep_ready_hours" in violation[0]
-    assert [u for _, u in rules.keep_ceiling(items, {"max_keep_ready_hours": 6}, now)] == ["urn:mr:demo", "urn:mr:eval"]
+    assert (
+        "54.0 h from now, over the ceiling of 24 h" in violation[0] and "max_keep_ready_hours" in violation[0]
+    )
+    assert [u for _, u in rules.keep_ceiling(items, {"max_keep_ready_hours": 6}, now)] == [
+        "urn:mr:demo",
+        "urn:mr:eval",
+    ]
     assert rules.keep_ceiling(items, {"max_keep_ready_hours": 72}, now) == []
     assert rules.keep_ceiling([resource("old", keep_ready_until="2020-01-01T00:00:00Z")], {}, now) == []

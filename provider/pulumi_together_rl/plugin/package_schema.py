@@ -247,7 +247,9 @@ def _functions(types: _Types, answers: _Types) -> dict[str, Any]:
     api_inputs = KINDS[0].schema.replace_on_changes
     query = {
         "type": "object",
-        "properties": {camel(a.name): answers.prop(a) for a in _attributes(FUNCTIONS_MODULE, "CheckpointQuery")},
+        "properties": {
+            camel(a.name): answers.prop(a) for a in _attributes(FUNCTIONS_MODULE, "CheckpointQuery")
+        },
     }
     checkpoint = answers.object_type("Checkpoint")
     one = answers.objects[checkpoint]

@@ -182,7 +182,9 @@ DEFAULT_MAX_KEEP_READY_HOURS = 24.0
 """How far ahead a stack may keep a GPU by default: a day, the most one extend-expiry reaches."""
 
 
-def keep_ceiling(items: Sequence[Item], config: Mapping[str, Any], now: datetime | None = None) -> list[Violation]:
+def keep_ceiling(
+    items: Sequence[Item], config: Mapping[str, Any], now: datetime | None = None
+) -> list[Violation]:
     """No model resource is kept READY (``keep_ready_until``) more than ``max_keep_ready_hours`` ahead of now
     (default 24): a keep bills every hour until then, used or not."""
     from ..resources.model_resource_schema import parse_time

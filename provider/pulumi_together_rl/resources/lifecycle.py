@@ -442,15 +442,18 @@ def update(schema: Schema, ident: str, olds: Mapping[str, Any], news: Mapping[st
         return {**inputs, **{k: v for k, v in olds.items() if k in schema.output_keys}}
     client = process.api_client("updating", schema.name, ident)
     try:
-        updated = schema.collection.patch(client, ident, body) if body else schema.collection.get(client, ident)
+        updated = (
+            schema.collection.patch(client, ident, body) if body else schema.collection.get(client, ident)
+        )
     except Exception as exc:
         raise UserError("updating", schema.name, ident, *explain(exc)) from exc
     if kept:
         try:
             updated = schema.keep(client, ident, inputs, updated)
         except Exception as exc:
-            cause, todo = explain(exc)
-            raise UserError("updating", schema.name, ident, _keep_failed(schema, exc), todo) from exc
+            raise UserError(
+                "updating", schema.name, ident, _keep_failed(schema, exc), explain(exc)[1]
+            ) from exc
     return schema.to_outputs(inputs, updated)
 
 

@@ -164,11 +164,17 @@ def keep(client: Any, ident: str, inputs: Mapping[str, Any], mr: Any) -> Any:
     low, high = EXTEND_SECONDS
     seconds = min(high, max(low, math.ceil((until - now).total_seconds())))
     kept = client.extend_model_resource_expiry(ident, seconds)
-    rest = "" if kept.expires_at is None or kept.expires_at >= until else (
-        "; extend-expiry reaches at most a day ahead, so a `pulumi refresh` (or `pulumi up --refresh`) before "
-        "then extends it again"
+    rest = (
+        ""
+        if kept.expires_at is None or kept.expires_at >= until
+        else (
+            "; extend-expiry reaches at most a day ahead, so a `pulumi refresh` (or `pulumi up --refresh`) before "
+            "then extends it again"
+        )
     )
-    log(f"model resource {ident}: kept READY until {iso(kept.expires_at)} (keep_ready_until {iso(until)}){rest}")
+    log(
+        f"model resource {ident}: kept READY until {iso(kept.expires_at)} (keep_ready_until {iso(until)}){rest}"
+    )
     return kept
 
 
@@ -176,7 +182,13 @@ def gone_because(props: Mapping[str, Any], mr: Any) -> str:
     """A resource that stopped with no error once the expiry in the state had passed most likely stopped itself
     for inactivity: normal drift (the next ``up`` makes a new one), said as such."""
     expiry = parse_time(props.get("expires_at"))
-    if mr is None or mr.error is not None or expiry is None or mr.updated_at is None or mr.updated_at < expiry:
+    if (
+        mr is None
+        or mr.error is not None
+        or expiry is None
+        or mr.updated_at is None
+        or mr.updated_at < expiry
+    ):
         return ""
     idle = props.get("effective_inactive_timeout") or props.get("inactive_timeout")
     after = f" after {idle} s without activity (inactive_timeout)" if idle else ""
