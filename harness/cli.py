@@ -127,6 +127,7 @@ class CLIStack:
         bin_dir: str,
         name: str | None = None,
         face: Face = DYNAMIC,
+        backend: Path | None = None,
         **env: str | None,
     ):
         self.project = project
@@ -134,10 +135,12 @@ class CLIStack:
         self.emulator = emulator
         self.name = name or f"e2e-{uuid.uuid4().hex[:8]}"
         self.tmp = tmp_path
-        (tmp_path / "backend").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "pulumi-home").mkdir(exist_ok=True)
+        self.backend = backend or tmp_path / "backend"
+        """Its file backend (its own, unless it shares another stack's)."""
+        self.backend.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pulumi-home").mkdir(parents=True, exist_ok=True)
         env.setdefault("TOGETHER_RL_STATE_DIR", str(tmp_path / "state"))  # the create journal of this stack
-        self.env = cli_env(bin_dir, tmp_path / "pulumi-home", tmp_path / "backend", **env)
+        self.env = cli_env(bin_dir, tmp_path / "pulumi-home", self.backend, **env)
         self.initialized = False
 
     # ------------------------------------------------------------------------------------------ commands

@@ -51,7 +51,7 @@ DYNAMIC = Face(
     config="together",
     type_prefix="pulumi-python:dynamic/together:",
     process_mark=b"pulumi.dynamic",
-    projects={"sweep": ROOT / "examples" / "sweep"},
+    projects={"sweep": ROOT / "examples" / "sweep", "on-demand": ROOT / "examples" / "on-demand"},
 )
 
 PLUGIN = Face(
@@ -59,7 +59,11 @@ PLUGIN = Face(
     config="together-rl",
     type_prefix="together-rl:index:",
     process_mark=b"pulumi_together_rl/plugin",
-    projects={"sweep": PROJECTS / "sweep-yaml", "yaml": ROOT / "examples" / "yaml"},
+    projects={
+        "sweep": PROJECTS / "sweep-yaml",
+        "yaml": ROOT / "examples" / "yaml",
+        "on-demand": PROJECTS / "on-demand-yaml",
+    },
     needs_yaml_host=True,
     camel_case=True,
 )

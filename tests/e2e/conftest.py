@@ -18,13 +18,19 @@ from harness.faces import DYNAMIC, FACES, Face
 def cli_stack(emulator, tmp_path, pulumi_bin, request):
     made: list[CLIStack] = []
 
-    def make(project, *, face: Face = DYNAMIC, like: CLIStack | None = None, **env) -> CLIStack:
+    def make(
+        project, *, face: Face = DYNAMIC, like: CLIStack | None = None, beside: CLIStack | None = None, **env
+    ) -> CLIStack:
         """A stack of ``project`` (a path, or a scenario name that ``face`` maps to its program); ``like``: the
-        same stack (name, backend, home, journal) run from another program, as a user's change of program."""
+        same stack (name, backend, home, journal) run from another program, as a user's change of program;
+        ``beside``: another stack in that stack's backend (a team's, where a ``StackReference`` reads it)."""
         program = face.project(project) if isinstance(project, str) else project
         where = like.tmp if like is not None else tmp_path / f"stack{len(made)}"
         name = like.name if like is not None else None
-        stack = CLIStack(program, where, emulator, bin_dir=pulumi_bin, face=face, name=name, **env)
+        backend = beside.backend if beside is not None else None
+        stack = CLIStack(
+            program, where, emulator, bin_dir=pulumi_bin, face=face, name=name, backend=backend, **env
+        )
         if face.needs_yaml_host:
             stack.env["PATH"] = os.pathsep.join([request.getfixturevalue("yaml_bin"), stack.env["PATH"]])
         made.append(stack)

@@ -191,7 +191,9 @@ def gone_because(props: Mapping[str, Any], mr: Any) -> str:
     ):
         return ""
     idle = props.get("effective_inactive_timeout") or props.get("inactive_timeout")
-    after = f" after {idle} s without activity (inactive_timeout)" if idle else ""
+    after = (
+        f" after {float(idle):g} s without activity (inactive_timeout)" if idle else ""
+    )  # the engine's 300.0
     return f" (it stopped itself{after}: its expires_at, {iso(expiry)}, had passed)"
 
 
