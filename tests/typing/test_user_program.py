@@ -99,14 +99,12 @@ def test_the_package_ships_the_py_typed_marker():
 def test_the_typed_dicts_are_exported_at_run_time_too():
     """What the checker sees through ``if TYPE_CHECKING:`` imports, the lazy exports give at run time."""
     import pulumi_together_rl
-    from pulumi_together_rl.resources import model_resource, training_session
+    from pulumi_together_rl.resources import functions, model_resource, training_session
 
     for name in pulumi_together_rl.__all__:
         if name != "__version__":
             value = getattr(pulumi_together_rl, name)
-            assert value is getattr(model_resource, name, None) or value is getattr(
-                training_session, name, None
-            )
+            assert any(value is getattr(m, name, None) for m in (model_resource, training_session, functions))
 
 
 def test_a_user_program_against_the_public_args_passes_mypy_strict(mypy):

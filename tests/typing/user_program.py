@@ -10,6 +10,7 @@ from __future__ import annotations
 import pulumi
 
 from pulumi_together_rl import (
+    Checkpoint,
     ComputeConfigArgs,
     LoraConfigArgs,
     ModelResource,
@@ -20,6 +21,8 @@ from pulumi_together_rl import (
     TrainingSession,
     TrainingSessionArgs,
     WandbMetadataArgs,
+    get_checkpoints,
+    latest_checkpoint,
 )
 
 config = pulumi.Config()
@@ -43,6 +46,7 @@ gpu = ModelResource(
         inactive_timeout=3600,
         create_timeout=7200,
         max_price_per_hour=40.0,
+        keep_ready_until="2026-12-04T18:00:00Z",
     ),
 )
 
@@ -133,6 +137,12 @@ pulumi.export("session_statuses", [session.status for session in sessions])
 pulumi.export("lora_ranks", [session.effective_lora_config.apply(applied_rank) for session in sessions])
 pulumi.export("full_step", step)
 pulumi.export("full_checkpoints", checkpoint_ids)
+
+# Checkpoints as data: typed answers, a step floor, and the id a resume takes.
+latest: pulumi.Output[Checkpoint] = latest_checkpoint(session_id=full.id, min_step=100)
+every: pulumi.Output[list[Checkpoint]] = get_checkpoints(base_model=base_model, type="inference")
+pulumi.export("latest_checkpoint_id", latest.apply(lambda checkpoint: checkpoint["id"]))
+pulumi.export("inference_steps", every.apply(lambda found: [checkpoint["step"] for checkpoint in found]))
 pulumi.export("quick_base_model", quick.base_model)
 pulumi.export("quick_display_name", quick.display_name)
 
