@@ -11,14 +11,16 @@ POSTed, and the error says what was found. A failed create stops only the object
 produced, and never once the engine is gone (:mod:`..lifeline`): then its entry keeps the id for the next run.
 
 * **create**: journal the intent, take over what an interrupted create of the same declaration made, or POST
-  (through the client's reconciliation), record the id, wait for the target with progress on stderr, write the
-  outputs; on any failure after the POST stop the object (:mod:`..stopping`) and raise naming it. ``adopt_id``
+  (through the client's reconciliation), record the id, wait for the target with progress on stderr, keep it
+  as declared, write the outputs; on any failure after the POST stop the object (:mod:`..stopping`) and raise naming it. ``adopt_id``
   instead takes over a named object: it must be adoptable and match what is declared, and a failed adopt never
   stops it.
 * **read**: one list of the kind answers every read of a refresh, a GET only for what it does not show; a 404 or
-  an ended object is gone (the next ``up`` recreates it), except a 404 for an object made under a minute ago
-  (read-after-write lag), which stays.
-* **update**: nothing that replaces; the kind's PATCH when it has one, else no call at all.
+  an ended object is gone (the next ``up`` recreates it; the kind says why when it can tell, such as an idle
+  stop), except a 404 for an object made under a minute ago (read-after-write lag), which stays. A declared
+  object is then kept as declared (``Schema.keep``: extend-expiry when due); a keep that fails is a line.
+* **update**: nothing that replaces; the kind's PATCH when it has one, and its keep when an input of
+  ``Schema.kept_by`` changed; else no call at all.
 * **delete**: stop (through an outage; a refusal judged by the object's state; the kind explains a refusal it
   knows), then wait until it holds nothing, sending the stop again if it did not take.
 """
@@ -407,7 +409,7 @@ def read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
     try:
         live = schema.keep(client, ident, inputs, live)
     except Exception as exc:  # a refresh reports what is there: a keep that failed is said, not a failed read
-        log(f"{schema.name} {ident}: {_keep_failed(schema, exc)}")
+        log(f"{schema.name} {ident}: {_keep_failed(schema, exc)}; the next refresh tries again")
     if OWNER_KEY not in props:
         # Outputs an earlier release wrote (an unchanged `up` keeps a state's outputs as they were): the inputs
         # check added since (the declaration, the estimated price, a session's resource spec) are missing here
