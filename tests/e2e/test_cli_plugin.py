@@ -192,7 +192,9 @@ def test_pulumi_package_get_schema_lists_both_resources_and_their_functions(cli_
     assert sorted(printed["resources"]) == [MR, TS]
     assert sorted(printed["functions"]) == [
         "together-rl:index:estimateCost",
+        "together-rl:index:getCheckpoints",
         "together-rl:index:getSupportedModels",
+        "together-rl:index:latestCheckpoint",
     ]
     assert all(p["description"] for r in printed["resources"].values() for p in r["inputProperties"].values())
 
