@@ -12,9 +12,9 @@ produced, and never once the engine is gone (:mod:`..lifeline`): then its entry 
 
 * **create**: journal the intent, take over what an interrupted create of the same declaration made, or POST
   (through the client's reconciliation), record the id, wait for the target with progress on stderr, keep it
-  as declared, write the outputs; on any failure after the POST stop the object (:mod:`..stopping`) and raise naming it. ``adopt_id``
-  instead takes over a named object: it must be adoptable and match what is declared, and a failed adopt never
-  stops it.
+  as declared (``Schema.keep``), write the outputs; on any failure after the POST stop the object
+  (:mod:`..stopping`) and raise naming it. ``adopt_id`` instead takes over a named object: it must be
+  adoptable and match what is declared, and a failed adopt never stops it.
 * **read**: one list of the kind answers every read of a refresh, a GET only for what it does not show; a 404 or
   an ended object is gone (the next ``up`` recreates it; the kind says why when it can tell, such as an idle
   stop), except a 404 for an object made under a minute ago (read-after-write lag), which stays. A declared

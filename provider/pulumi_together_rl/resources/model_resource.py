@@ -8,9 +8,10 @@ Lifecycle
              A 400 from estimate-cost names the field. No key, or an API that cannot be asked: warn and skip.
     create   ``POST /v1/rl/model-resources`` (through the client, whose reconciliation guarantees one logical
              create never makes two allocations), then wait until READY, printing status, queue position and
-             elapsed time on stderr, then extend its expiry to ``keep_ready_until`` when that is ahead. ERROR fails at once with the API's error code and message. Any failure
-             after the POST that the provider sees (error state, timeout, exception) stops the resource (without
-             ``force``) and raises an error naming its id. A 404 just after the POST is read-after-write lag
+             elapsed time on stderr, then extend its expiry to ``keep_ready_until`` when that is ahead. ERROR
+             fails at once with the API's error code and message. Any failure after the POST that the provider
+             sees (error state, timeout, exception, a refused extend) stops the resource (without ``force``)
+             and raises an error naming its id. A 404 just after the POST is read-after-write lag
              (``NOT_FOUND_GRACE``), not a failure; an API outage during the wait is no news. What the
              provider never sees (an interrupt that kills it) is covered by the create journal
              (``journal.py``): the next create of the same declaration takes the object over.
@@ -33,16 +34,17 @@ Replacement
     The cost is a gap while the new resource provisions (its sessions are replaced too, as their
     ``model_resources_id`` changes).
 
-Provider options (inputs that never replace and never call the API when changed)
+Provider options (inputs that never replace; only ``keep_ready_until`` calls the API when changed)
     ``create_timeout`` (default 3600 s: capacity queues can be long), ``delete_timeout`` (900 s),
-    ``force_stop`` (False), ``adopt_id``, ``max_price_per_hour``, ``keep_ready_until``. Pulumi deletes a resource with the inputs it was last deployed with,
-    so a changed option must be deployed on its own (a ``pulumi up`` in which it is the only change) before the
-    ``pulumi destroy`` or the replacing change whose delete it should govern; the refusal to stop a resource
-    with attached sessions says so. ``adopt_id`` makes create take over an existing active resource instead of
-    creating one (``pulumi import`` cannot work for dynamic resources, pulumi/pulumi#16175): it must match
-    every declared input (``lora_enabled`` defaults to true, an unset ``base_weights_ref`` means none, an
-    optimizer is compared by kind and Muon's ``scaling_strategy`` only when declared), or create fails naming
-    the mismatched fields; then it waits for READY. A failed adopt never stops the object.
+    ``force_stop`` (False), ``adopt_id``, ``max_price_per_hour``, ``keep_ready_until``. Pulumi deletes a
+    resource with the inputs it was last deployed with, so a changed option must be deployed on its own (a
+    ``pulumi up`` in which it is the only change) before the ``pulumi destroy`` or the replacing change whose
+    delete it should govern; the refusal to stop a resource with attached sessions says so. ``adopt_id``
+    makes create take over an existing active resource instead of creating one (``pulumi import`` cannot
+    work for dynamic resources, pulumi/pulumi#16175): it must match every declared input (``lora_enabled``
+    defaults to true, an unset ``base_weights_ref`` means none, an optimizer is compared by kind and Muon's
+    ``scaling_strategy`` only when declared), or create fails naming the mismatched fields; then it waits for
+    READY. A failed adopt never stops the object.
     Once adopted, the resource is managed like any other (destroy stops it, and so does a replacement). Remove
     ``adopt_id`` with or before a change that replaces the resource: the replacement would otherwise try to
     adopt the stopped original.
