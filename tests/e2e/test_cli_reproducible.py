@@ -8,9 +8,10 @@ stop, which a refresh handles as drift (``examples/on-demand``, on both faces). 
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timedelta, timezone
 
-from harness.cli import ROOT, active, writes
+from harness.cli import ROOT, active, wait_until, writes
 from harness.faces import PLUGIN
 
 EXAMPLES = ROOT / "examples"
@@ -92,25 +93,65 @@ def test_a_stack_resumes_from_the_pinned_checkpoint_another_stack_published(cli_
     assert "checkpointId is not set" in followed.output and "Pin it" in followed.output
 
 
-def test_a_function_that_finds_no_checkpoint_fails_the_program_in_one_sentence(cli_stack, emulator, tmp_path):
-    project = tmp_path / "latest"
+def _running_session(emulator) -> str:
+    """A RUNNING LoRA session (rank 8), made straight through the client: no stack holds it."""
+    from pulumi_together_rl.client import TogetherRL
+    from pulumi_together_rl.client.models import (
+        ModelResourceCreateRequest,
+        ModelResourceStatus,
+        TrainingSessionCreateRequest,
+        TrainingSessionStatus,
+    )
+
+    with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        gpu = client.create_model_resource(ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B"))
+        ready = ModelResourceStatus.READY
+        wait_until(lambda: client.get_model_resource(gpu.id).status == ready, 60, "the resource to be READY")
+        run = client.create_training_session(
+            TrainingSessionCreateRequest(model_resources_id=gpu.id, lora_config={"rank": 8})
+        )
+        running = TrainingSessionStatus.RUNNING
+        wait_until(lambda: client.get_training_session(run.id).status == running, 60, "the session to run")
+    return run.id
+
+
+def test_the_checkpoint_functions_answer_a_program_and_a_query_that_finds_nothing_fails_it(
+    cli_stack, emulator, tmp_path
+):
+    session = _running_session(emulator)
+    early = _train(emulator, session, 10)
+    late = _train(emulator, session, 40)
+    served = _train(emulator, session, 10, "inference")
+    project = tmp_path / "query"
     project.mkdir()
     (project / "Pulumi.yaml").write_text(
-        "name: latest-checkpoint\nruntime:\n  name: python\n  options:\n    toolchain: uv\n"
+        "name: checkpoint-query\nruntime:\n  name: python\n  options:\n    toolchain: uv\n"
         f"    virtualenv: {ROOT / '.venv'}\n"
     )
-    (project / "__main__.py").write_text(
-        "import pulumi\nfrom pulumi_together_rl import latest_checkpoint\n\n"
-        "pulumi.export('start', latest_checkpoint(session_id=pulumi.Config().require('session'), min_step=10))\n"
-    )
-    stack = cli_stack(project).init({"latest-checkpoint:session": "3f2a0000-no-such-session"})
+    shutil.copy(ROOT / "tests" / "program" / "checkpoint_query" / "__main__.py", project / "__main__.py")
+    stack = cli_stack(project).init({"checkpoint-query:session": session, "checkpoint-query:min_step": "20"})
+    emulator.control.clear_requests()
 
+    stack.up()
+
+    outputs = stack.outputs()
+    assert [c["id"] for c in outputs["all"]] == [late["id"], early["id"]]  # training only, newest first
+    assert outputs["all"][0] == {
+        "id": late["id"], "type": "training", "session_id": session, "base_model": "Qwen/Qwen3.5-4B",
+        "step": 50, "created_at": outputs["all"][0]["created_at"], "lora_rank": 8,
+    }  # fmt: skip
+    assert [c["id"] for c in outputs["inference"]] == [served["id"]]
+    assert outputs["latest"]["id"] == late["id"] and outputs["latest"]["step"] == 50
+    assert writes(emulator) == []  # a query reads
+
+    # Past the newest: the program fails, in one sentence that names the query.
+    stack.set("checkpoint-query:min_step", "51")
     result = stack.preview(check=False)
 
     assert result.returncode != 0, str(result)
     assert (
-        "finding the latest checkpoint: no training checkpoint of session 3f2a0000-no-such-session at step 10 or "
-        "later exists" in result.output
+        f"finding the latest checkpoint: no training checkpoint of session {session} at step 51 or later exists"
+        in result.output
     ), str(result)
     assert "Traceback" not in result.output
     assert emulator.api_key not in result.output
