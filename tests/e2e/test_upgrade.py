@@ -38,6 +38,7 @@ from pulumi_together_rl.resources.training_session import _TrainingSessionProvid
 RELEASES = (
     "e11510f93297acf03cf8cdaae7729752a546c2b8",  # before the create journal, owner, estimates, model_resource_spec
     "85e163d051446f0bc6add8afb90decc724e2819e",  # the journal and estimates, no owner input yet
+    "8c4c08ed3eb9e6b161f5bb48e206e4b6888b4bf6",  # the plugin face, session checkpoint outputs; no keep_ready_until yet
 )
 
 SWEEP = ROOT / "examples" / "sweep"
