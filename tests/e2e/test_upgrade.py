@@ -15,6 +15,9 @@ backend, ``PULUMI_HOME``, create journal, passphrase, stack config and emulator)
 * a rename (``namePrefix``: the sessions' display_name) is an in-place update, one PATCH a session;
 * ``pulumi destroy`` leaves nothing running.
 
+The plugin face's stacks get the same checks (but the pickle: a plugin state names no class) for each release in
+:data:`PLUGIN_RELEASES`, with the release's ``tests/e2e/projects/sweep-yaml`` and its own plugin folder and venv.
+
 A new release tag is one more line in :data:`RELEASES`; test_every_release_tag_is_listed fails until it is there.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 from typing import Any
@@ -29,6 +33,7 @@ from typing import Any
 import dill
 import pytest
 from harness.cli import ESTIMATE, ROOT, CLIStack, active, writes
+from harness.faces import DYNAMIC, PLUGIN
 from harness.upgrade import Release, build, release_tags, resolve
 
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
@@ -40,6 +45,8 @@ RELEASES = (
     "85e163d051446f0bc6add8afb90decc724e2819e",  # the journal and estimates, no owner input yet
     "8c4c08ed3eb9e6b161f5bb48e206e4b6888b4bf6",  # the plugin face, session checkpoint outputs; no keep_ready_until yet
 )
+PLUGIN_RELEASES = ("8c4c08ed3eb9e6b161f5bb48e206e4b6888b4bf6",)
+"""The releases whose plugin-face stacks (Pulumi YAML) this checkout must take over unchanged, oldest first."""
 
 SWEEP = ROOT / "examples" / "sweep"
 CONFIG = {"sessions": 2, "loraRanks": [8, 16]}
@@ -51,7 +58,7 @@ PROVIDERS = {
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 # The API moves a model resource's idle expiry at every session create (the emulator too: its module docstring),
 # so the refresh of any stack, whichever release made it, reads a later one than its up recorded.
-MOVED_BY_THE_API = {"expires_at"}
+MOVED_BY_THE_API = {"expires_at", "expiresAt"}
 
 
 def label(revision: str) -> str:
@@ -89,7 +96,7 @@ def state(stack: CLIStack) -> dict[str, dict[str, Any]]:
             "outputs": {k: plain(v) for k, v in entry.get("outputs", {}).items()},
         }
         for entry in deployment.get("resources", [])
-        if entry.get("custom") and entry["type"].startswith("pulumi-python:dynamic/")
+        if entry.get("custom") and entry["type"].startswith((DYNAMIC.type_prefix, PLUGIN.type_prefix))
     }
 
 
@@ -118,6 +125,37 @@ def changed_inputs(step: dict[str, Any]) -> set[str]:
     """The inputs a step of ``preview --json`` changes (the dynamic provider names none: the engine's diff)."""
     olds, news = (step.get(side, {}).get("inputs", {}) for side in ("oldState", "newState"))
     return {key for key in set(olds) | set(news) if olds.get(key) != news.get(key)}
+
+
+def assert_taken_over_unchanged(head: CLIStack, before: dict[str, dict[str, Any]], emulator: Any) -> None:
+    """This checkout takes over the release's stack (``before``: its state): a preview with nothing to change, a
+    refresh that changes no id, input or output (but what the API moves itself), an up that creates, stops and
+    patches nothing; none of them sends a write."""
+    head.preview("--expect-no-changes")
+    assert writes(emulator) == []
+
+    head.run("refresh", "--yes", "--expect-no-changes")
+    assert writes(emulator) == []
+    refreshed = state(head)
+    assert sorted(refreshed) == sorted(before)
+    for name, entry in refreshed.items():
+        was = before[name]
+        assert (entry["type"], entry["id"], entry["inputs"]) == (was["type"], was["id"], was["inputs"]), name
+        moved = {
+            k
+            for k in set(entry["outputs"]) | set(was["outputs"])
+            if entry["outputs"].get(k) != was["outputs"].get(k)
+        }
+        assert moved <= MOVED_BY_THE_API, (
+            name,
+            {k: (was["outputs"].get(k), entry["outputs"].get(k)) for k in moved},
+        )
+
+    up = head.up()
+    assert writes(emulator) == [], up
+    assert {name: entry["id"] for name, entry in state(head).items()} == {
+        n: e["id"] for n, e in before.items()
+    }
 
 
 def clean_up(old: CLIStack, head: CLIStack, emulator: Any) -> None:
@@ -166,37 +204,8 @@ def test_a_stack_made_by_an_earlier_release_is_taken_over_unchanged(
         assert sorted(before) == ["sweep-gpu", "trial-0", "trial-1"]
         assert_providers_unpickle_to_ours(before)
 
-        # This checkout takes it over: nothing to change...
-        head.preview("--expect-no-changes")
-        assert writes(emulator) == []
-
-        # ...nothing that a refresh changes (ids, inputs; outputs but what the API moves itself)...
-        head.run("refresh", "--yes", "--expect-no-changes")
-        assert writes(emulator) == []
-        refreshed = state(head)
-        assert sorted(refreshed) == sorted(before)
-        for name, entry in refreshed.items():
-            was = before[name]
-            assert (entry["type"], entry["id"], entry["inputs"]) == (was["type"], was["id"], was["inputs"]), (
-                name
-            )
-            moved = {
-                k
-                for k in set(entry["outputs"]) | set(was["outputs"])
-                if entry["outputs"].get(k) != was["outputs"].get(k)
-            }
-            assert moved <= MOVED_BY_THE_API, (
-                name,
-                {k: (was["outputs"].get(k), entry["outputs"].get(k)) for k in moved},
-            )
-
-        # ...and an up that creates, stops and patches nothing.
-        up = head.up()
-        assert writes(emulator) == [], up
+        assert_taken_over_unchanged(head, before, emulator)
         assert head.outputs() == made
-        assert {name: entry["id"] for name, entry in state(head).items()} == {
-            n: e["id"] for n, e in before.items()
-        }
 
         # From now on an unchanged preview and up ask the API nothing beyond the refresh's reads: what check
         # adds to the inputs (the price, a session's resource spec, the declaration) stays in the state.
@@ -226,6 +235,53 @@ def test_a_stack_made_by_an_earlier_release_is_taken_over_unchanged(
             "renamed-1",
         ]
         head.preview("--expect-no-changes")
+
+        head.run("destroy", "--yes", "--skip-preview")
+        assert active(emulator) == {"model_resources": [], "training_sessions": []}
+    finally:
+        clean_up(old, head, emulator)
+
+
+@pytest.mark.parametrize("revision", PLUGIN_RELEASES, ids=label)
+def test_a_plugin_stack_made_by_an_earlier_release_is_taken_over_unchanged(
+    revision, release_build, emulator, pulumi_bin, yaml_bin, tmp_path
+):
+    release = release_build(revision)
+    program = PLUGIN.project("sweep")
+    old = CLIStack(
+        release.root / program.relative_to(ROOT), tmp_path, emulator, bin_dir=pulumi_bin, face=PLUGIN
+    )
+    head = CLIStack(program, tmp_path, emulator, bin_dir=pulumi_bin, face=PLUGIN, name=old.name)
+    for stack in (old, head):
+        stack.env["PATH"] = os.pathsep.join([yaml_bin, stack.env["PATH"]])
+    try:
+        old.init({"sessions": 1, "loraRanks": [8]})
+        shutil.copyfile(old.project / f"Pulumi.{old.name}.yaml", head.project / f"Pulumi.{head.name}.yaml")
+        head.initialized = True
+
+        # The release's plugin (its own folder, run by its own venv) makes the stack.
+        emulator.control.clear_requests()
+        old.up()
+        made = old.outputs()
+        assert sorted(writes(emulator)) == [("POST", "/v1/rl/model-resources"), ("POST", SESSIONS)]
+        before = state(old)
+        assert sorted(before) == ["sweep-gpu", "trial-0"]
+        assert {e["type"] for e in before.values()} == {
+            PLUGIN.token("ModelResource"),
+            PLUGIN.token("TrainingSession"),
+        }
+
+        assert_taken_over_unchanged(head, before, emulator)
+        assert head.outputs() == made
+
+        # A rename is one PATCH, never a replacement.
+        head.set("namePrefix", "renamed")
+        planned = changes(head.preview("--json").stdout)
+        assert {name: step["op"] for name, step in planned.items()} == {"trial-0": "update"}, planned
+        head.up()
+        (session,) = active(emulator)["training_sessions"]
+        assert writes(emulator) == [("PATCH", f"{SESSIONS}/{session['id']}")]
+        assert session["display_name"] == "renamed-0"
 
         head.run("destroy", "--yes", "--skip-preview")
         assert active(emulator) == {"model_resources": [], "training_sessions": []}
