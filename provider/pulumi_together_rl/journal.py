@@ -126,7 +126,13 @@ def declaration_key(kind: str, base_url: str, body: dict[str, Any], owner: str |
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(command name, parent pid, start time in clock ticks since boot) of ``pid`` from /proc, or None."""
+    """(command name, parent pid, start time in clock ticks since boot) of ``pid`` from /proc, or None when
+    there is no such process or it has ended.
+
+    A process that has ended but that its parent has not reaped yet (state ``Z``, a zombie; ``X``, dead) keeps
+    its pid and start time until it is reaped: a ``pulumi`` killed by SIGKILL under a parent that never waits
+    for it (a CI runner's supervisor, a shell script) would look alive for as long as that parent lives. It runs
+    nothing and will answer nothing, so it counts as gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -134,6 +140,8 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
     # The command name is in parentheses and may itself hold spaces or parentheses.
     name, rest = raw[raw.index("(") + 1 : raw.rindex(")")], raw[raw.rindex(")") + 2 :].split()
     try:
+        if rest[0] in ("Z", "X", "x"):
+            return None
         return name, int(rest[1]), int(rest[19])
     except (IndexError, ValueError):
         return None

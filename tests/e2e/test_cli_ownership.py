@@ -125,6 +125,45 @@ def test_sigkill_of_the_cli_mid_create_converges_with_one_object_and_names_the_c
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
 
 
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] == "Z"
+
+
+def test_a_killed_cli_that_nobody_reaps_is_gone_to_its_provider(cli_stack, emulator, face):
+    """A CI supervisor that never waits for its children: the killed `pulumi` stays a zombie (same pid, same start
+    time) for as long as its parent lives. The provider must take it for gone: keep the entry with the id and exit,
+    never finish the create as if answered (the next run would make a second GPU) nor stop the healthy GPU."""
+    emulator.control.configure(timings={"resource_pending": 15.0})
+    stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
+    state_dir = stack.env["TOGETHER_RL_STATE_DIR"]
+    process = stack.popen("up", "--yes", "--skip-preview")  # this test is its parent, and does not reap it
+    wait_until(lambda: resources(emulator), 120, "the create")
+    wait_until(lambda: provider_pids(state_dir, face), 30, "the provider")
+    time.sleep(1.0)
+    os.kill(process.pid, signal.SIGKILL)
+    wait_until(lambda: _zombie(process.pid), 10, "the killed CLI to be a zombie")
+
+    wait_until(lambda: not provider_pids(state_dir, face), 20, "the provider to take the zombie for gone")
+    assert _zombie(process.pid)  # still unreaped while the provider decided
+    [entry] = [e for e in entries(state_dir) if e.kind == "model resource"]
+    [made] = resources(emulator)
+    assert (entry.id, entry.state, entry.note) == (made["id"], "created", lifeline.GONE_NOTE)
+    assert not [r for r in emulator.control.requests() if r["path"].endswith("/stop")]  # the GPU left alone
+
+    process.communicate()  # reaped at last
+    for pid in processes_of(stack):  # the language host the killed CLI left
+        os.kill(pid, signal.SIGKILL)
+    stack.run("cancel", "--yes")
+    emulator.control.configure(timings={"resource_pending": 0.0})
+    stack.up()
+    assert [r["id"] for r in resources(emulator)] == [made["id"]]  # taken over, never a second GPU
+    assert stack.resources()["sweep-gpu"]["id"] == made["id"]
+
+
 def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulator, tmp_path, face):
     """Stack A is killed while its POST is in flight (its entry has no id); stack B, same machine and request,
     creates meanwhile. A's re-run finds its own by a strict unique match: B's is claimed by B's record."""

@@ -1,0 +1,59 @@
+"""Whether a process still runs, as the journal and the lifeline judge it: by pid and start time, and a process that
+has ended but was not reaped (a zombie) is gone. Real processes and real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from pulumi_together_rl import journal, lifeline
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    return text[text.rindex(")") + 2 :].split()[0]
+
+
+def test_a_live_process_runs_and_a_killed_unreaped_one_does_not():
+    child = subprocess.Popen(["sleep", "300"])
+    try:
+        seen = journal.Process.of(child.pid)
+        assert seen.running() is True
+        _kill_unreaped(child)
+        assert seen.running() is False  # same pid, same start time, but it runs nothing
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_lifeline_takes_a_zombie_engine_for_gone():
+    engine = subprocess.Popen(["sleep", "300"])
+    exits: list[int] = []
+    try:
+        watched = journal.Process.of(engine.pid)
+        assert lifeline.watch(watched, exit=exits.append, every=0.05)
+        time.sleep(0.3)
+        assert not lifeline.gone()
+        _kill_unreaped(engine)
+        deadline = time.monotonic() + 10
+        while not exits:
+            assert time.monotonic() < deadline, "the lifeline never noticed"
+            time.sleep(0.05)
+        assert lifeline.gone() and exits == [0]
+    finally:
+        engine.kill()
+        engine.wait()
+        lifeline.reset()
+        lifeline._watching.clear()
+
+
+def _kill_unreaped(child: subprocess.Popen) -> None:
+    """SIGKILL ``child`` and leave it unreaped: a zombie, as a parent that never waits leaves it."""
+    os.kill(child.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _state(child.pid) != "Z":
+        assert time.monotonic() < deadline, "the killed child never became a zombie"
+        time.sleep(0.02)
