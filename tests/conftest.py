@@ -8,8 +8,10 @@ skipped with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -22,7 +24,14 @@ TEST_API_KEY = "tk-test-0123456789abcdef-secret"
 
 # The create journal (pulumi_together_rl.journal) never touches the user's own state folder from a test run:
 # provider processes started by the suite get this folder; each in-process test gets its own (below).
-os.environ["TOGETHER_RL_STATE_DIR"] = tempfile.mkdtemp(prefix="together-rl-test-state-")
+# The stack backend (pulumi_together_rl.backend) is found as the CLI finds it; an in-process test has no backend
+# of its own, so it must not read the user's `pulumi login` either: an empty PULUMI_HOME makes it Pulumi Cloud's
+# default. Tests of other backends set PULUMI_BACKEND_URL or PULUMI_HOME themselves. Both folders go with the run.
+_RUN_FOLDER = tempfile.mkdtemp(prefix="together-rl-test-")
+atexit.register(shutil.rmtree, _RUN_FOLDER, ignore_errors=True)
+os.environ["TOGETHER_RL_STATE_DIR"] = os.path.join(_RUN_FOLDER, "state")
+os.environ.pop("PULUMI_BACKEND_URL", None)
+os.environ["PULUMI_HOME"] = os.path.join(_RUN_FOLDER, "pulumi-home")
 
 
 @pytest.fixture(autouse=True)

@@ -59,6 +59,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -68,9 +69,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .messages import progress_line
+from . import backend
+from .backend import Backend
+from .messages import UserError, progress_line
 
-VERSION = 2
+VERSION = 3
 
 MAX_AGE = timedelta(hours=24)
 """Entries older than this are never taken over; only the orphan finder reports them. 24 h is the longest
@@ -90,16 +93,79 @@ _warned: set[str] = set()
 _holding: dict[int, Entry] = {}  # the entries this process holds the lock of, for the lifeline
 
 
-class Unwritable(Exception):
-    """The journal folder cannot be written: no create may start (its object could not be recorded)."""
+class Refused(UserError):
+    """The journal cannot be used, so no create may start: its object could be neither recorded nor proven.
+    ``cause`` and ``todo`` are the two halves of the user's sentence (a create says it in its own words)."""
+
+    def __init__(self, path: Path, cause: str, todo: str) -> None:
+        self.path = path
+        super().__init__("using the create journal", "", None, cause, todo)
+
+
+class Unwritable(Refused):
+    """The journal folder (or an entry's lock) cannot be written."""
 
     def __init__(self, folder: Path, exc: OSError) -> None:
-        self.folder = folder
-        self.cause = f"the create journal folder {folder} cannot be written ({exc.strerror or exc})"
-        self.todo = (
-            "Make it writable, or point TOGETHER_RL_STATE_DIR at a writable folder; nothing was created"
+        super().__init__(
+            folder,
+            f"the create journal folder {folder} cannot be written ({exc.strerror or exc})",
+            "Make it writable, or point TOGETHER_RL_STATE_DIR at a writable folder",
         )
-        super().__init__(f"{self.cause}. {self.todo}.")
+
+
+class Untrusted(Refused):
+    """The journal folder is not this user's alone: whoever else can write it could plant an entry that hands a
+    create someone else's object, or remove the record that protects one."""
+
+    def __init__(self, folder: Path, why: str) -> None:
+        super().__init__(
+            folder,
+            f"the create journal folder {folder} {why}, so its entries cannot be trusted",
+            f"Make it yours alone (`chown $(id -u) {folder} && chmod 700 {folder}`), or point "
+            "TOGETHER_RL_STATE_DIR at a folder of your own",
+        )
+
+
+MAX_ENTRY_BYTES = 1 << 20
+"""The largest entry file read (1 MiB): what this provider writes is a few kilobytes (a request body, a snapshot
+of ids); anything larger was not written by it, and every create would read it again."""
+
+MAX_DEPTH = 32
+"""The deepest nesting read in an entry: a request body is a few levels deep."""
+
+
+def trusted_folder(create: bool = False) -> Path:
+    """:func:`directory`, checked: a folder of this user's that nobody else can write (created ``0700`` with
+    ``create``; None of it is read or written otherwise). Raises :class:`Untrusted` or :class:`Unwritable`."""
+    folder = directory()
+    if create:
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise Unwritable(folder, exc) from exc
+    try:
+        seen = os.stat(folder)
+    except FileNotFoundError:
+        return folder
+    except OSError as exc:
+        raise Unwritable(folder, exc) from exc
+    why = _untrusted(seen, "folder")
+    if why:
+        raise Untrusted(folder, why)
+    return folder
+
+
+def _untrusted(seen: os.stat_result, what: str) -> str | None:
+    """Why a file or folder as ``os.stat`` saw it is not this user's alone; None when it is."""
+    if what == "folder" and not stat.S_ISDIR(seen.st_mode):
+        return "is not a folder"
+    if what == "file" and not stat.S_ISREG(seen.st_mode):
+        return "is not a regular file"
+    if seen.st_uid != os.geteuid():
+        return f"belongs to another user (uid {seen.st_uid})"
+    if seen.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"can be written by others (mode {stat.S_IMODE(seen.st_mode):04o})"
+    return None
 
 
 def directory() -> Path:
@@ -117,9 +183,13 @@ def request_key(kind: str, base_url: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def declaration_key(kind: str, base_url: str, body: dict[str, Any], owner: str | None) -> str:
-    """The same create of the same declaration."""
-    return hashlib.sha256(f"{request_key(kind, base_url, body)}\0{owner or ''}".encode()).hexdigest()
+def declaration_key(
+    kind: str, base_url: str, body: dict[str, Any], owner: str | None, backend: str | None = None
+) -> str:
+    """The same create of the same declaration: the same request, owner and stack backend (``backend``: its
+    :attr:`~.backend.Backend.identity`; stacks of the same names in two backends are two declarations)."""
+    text = f"{request_key(kind, base_url, body)}\0{owner or ''}\0{backend or ''}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------ processes
@@ -177,10 +247,10 @@ class Process:
     @classmethod
     def of(cls, pid: int) -> Process:
         """``pid`` as this process sees it (in its own pid namespace)."""
-        stat = _stat(pid)
+        proc = _stat(pid)
         return cls(
             pid=pid,
-            start=stat[2] if stat else None,
+            start=proc[2] if proc else None,
             boot=_read("/proc/sys/kernel/random/boot_id"),
             namespace=_pid_namespace(),
             host=socket.gethostname(),
@@ -200,8 +270,8 @@ class Process:
             return False  # the machine rebooted since
         if self.namespace != here.namespace or self.start is None or here.start is None:
             return None
-        stat = _stat(self.pid)
-        return stat is not None and stat[2] == self.start
+        proc = _stat(self.pid)
+        return proc is not None and proc[2] == self.start
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host}"
@@ -227,12 +297,12 @@ def engine_process() -> Process:
     that script, which outlives a killed CLI."""
     pid, seen = os.getppid(), 0
     while pid > 1 and seen < 16:
-        stat = _stat(pid)
-        if stat is None:
+        proc = _stat(pid)
+        if proc is None:
             break
-        if stat[0] == "pulumi":
+        if proc[0] == "pulumi":
             return Process.of(pid)
-        pid, seen = stat[1], seen + 1
+        pid, seen = proc[1], seen + 1
     return Process.of(os.getppid())
 
 
@@ -263,6 +333,28 @@ def _moment(value: Any, name: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+class _NotALock(OSError):
+    """A lock path that is not a regular file of this user's (a planted symbolic link, a FIFO, ...)."""
+
+
+def _open_lock(path: Path, create: bool = True) -> int:
+    """Open an entry's lock file without following a symbolic link (whoever planted one would have this user
+    create or lock a file elsewhere), and only if it is a regular file of this user's that nobody else can
+    write. Raises :class:`_NotALock` otherwise, ``FileNotFoundError`` when it is gone (``create`` false)."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _NotALock(errno.ELOOP, "a symbolic link") from exc
+        raise
+    why = _untrusted(os.fstat(fd), "file")
+    if why:
+        os.close(fd)
+        raise _NotALock(errno.EPERM, why)
+    return fd
+
+
 @dataclasses.dataclass
 class Entry:
     """One create in flight, interrupted, or done (a record that its id is claimed)."""
@@ -272,7 +364,12 @@ class Entry:
     base_url: str
     body: dict[str, Any]
     owner: str | None
-    """The declaration: ``project/stack/name`` (None for entries of releases before 0.2, or direct calls)."""
+    """The declaration: ``org/project/stack/name`` (None for entries of releases before 0.2, or direct calls)."""
+    backend: str | None
+    """The identity of the stack's backend (:mod:`.backend`), None for entries of releases that did not record
+    it: part of the declaration, since stacks of the same names in two backends are two stacks."""
+    backend_location: str | None
+    """That backend's canonical location, for the people who read the entry (never a credential)."""
     started_at: datetime
     process: Process | None
     engine: Process | None
@@ -286,6 +383,8 @@ class Entry:
     note: str | None = None
     """Why it was left (``the engine was gone``), for the next run and the orphan finder."""
     version: int = VERSION
+    unrecorded: bool = dataclasses.field(default=False, repr=False, compare=False)
+    """This process knows an id the file could not record (a full disk after the POST)."""
     _fd: int | None = dataclasses.field(default=None, repr=False, compare=False)
 
     # -------------------------------------------------------------------------------- what it says
@@ -300,7 +399,7 @@ class Entry:
 
     @property
     def key(self) -> str:
-        return declaration_key(self.kind, self.base_url, self.body, self.owner)
+        return declaration_key(self.kind, self.base_url, self.body, self.owner, self.backend)
 
     @property
     def started(self) -> datetime:
@@ -319,6 +418,8 @@ class Entry:
 
     def describe(self) -> str:
         who = self.owner or "an unknown declaration"
+        if self.backend_location:
+            who += f" in backend {self.backend_location}"
         by = f" by {self.process.describe()}" if self.process else ""
         return f"{who} ({self.started_at.strftime('%Y-%m-%d %H:%M:%S UTC')}{by})"
 
@@ -337,9 +438,12 @@ class Entry:
         self._write()
 
     def answered(self) -> None:
-        """The POST (and any reconciliation after it) ended without an id: its window is closed."""
+        """The POST (and any reconciliation after it) ended without an id: its window is closed. Never raises:
+        an entry that cannot record it keeps the wider window (its last send plus :data:`POST_BOUND`), which
+        only makes later lookups more careful, and the create's own error is what the user must read."""
         self.answered_at = _now()
-        self._write()
+        with contextlib.suppress(Refused):
+            self._write()
 
     def record(self, ident: str) -> None:
         """The POST answered (or the object was taken over): the object exists under ``ident``."""
@@ -396,9 +500,13 @@ class Entry:
         if self._fd is not None:
             return True
         try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:
-            return False
+            fd = _open_lock(self.lock_path)
+        except FileNotFoundError:
+            return False  # the entry (and its folder) went meanwhile
+        except _NotALock:
+            return False  # not a lock this provider made: the entry is not to be acted on
+        except OSError as exc:
+            raise Unwritable(self.path.parent, exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -425,11 +533,11 @@ class Entry:
         if self._fd is not None:
             return True
         try:
-            fd = os.open(self.lock_path, os.O_RDONLY)
+            fd = _open_lock(self.lock_path, create=False)
         except FileNotFoundError:
             return False
         except OSError:
-            return True
+            return True  # cannot tell (or not a lock of this provider's): never taken for over
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -458,6 +566,8 @@ class Entry:
             "base_url": self.base_url,
             "body": self.body,
             "owner": self.owner,
+            "backend": self.backend,
+            "backend_location": self.backend_location,
             "request_key": self.request_key,
             "started_at": _iso(self.started_at),
             "process": dataclasses.asdict(self.process) if self.process else None,
@@ -473,7 +583,7 @@ class Entry:
     def _write(self) -> None:
         folder = self.path.parent
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             # Atomic: a reader (or a crash) never sees half an entry.
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
             try:
@@ -510,6 +620,8 @@ def _parse(path: Path, data: Any) -> Entry:
             base_url=base_url,
             body=body,
             owner=None,
+            backend=None,
+            backend_location=None,
             started_at=_moment(data.get("started_at"), "started_at"),
             process=Process(pid=pid, start=None, boot=None, namespace=None, host=""),
             engine=None,
@@ -535,6 +647,8 @@ def _parse(path: Path, data: Any) -> Entry:
         base_url=base_url,
         body=body,
         owner=_str_or_none(data.get("owner")),
+        backend=_str_or_none(data.get("backend")),
+        backend_location=_str_or_none(data.get("backend_location")),
         started_at=_moment(data.get("started_at"), "started_at"),
         process=Process.from_json(data["process"]) if data.get("process") is not None else None,
         engine=Process.from_json(data["engine"]) if data.get("engine") is not None else None,
@@ -556,21 +670,43 @@ _done: dict[Path, tuple[tuple[int, int, int], Entry]] = {}
 
 def load(path: Path) -> Entry | str | None:
     """The entry in ``path`` (a fresh object: its holder may claim it; a ``done`` record read before comes from
-    memory); a string saying what is wrong with it when it cannot be read; None when the file is gone."""
+    memory); a string saying what is wrong with it when it cannot be read or trusted; None when the file is gone.
+
+    Nothing is trusted that this user did not write: a symbolic link, a file that is not regular, one of another
+    user's or that others can write, one larger than :data:`MAX_ENTRY_BYTES` or nested deeper than
+    :data:`MAX_DEPTH` is refused (the string says which)."""
     try:
-        stat = path.stat()
-        seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return "it is a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or type(exc).__name__)
+    try:
+        seen_stat = os.fstat(fd)
+        why = _untrusted(seen_stat, "file")
+        if why:
+            return f"it {why}"
+        if seen_stat.st_size > MAX_ENTRY_BYTES:
+            return f"it is {seen_stat.st_size} bytes, more than any entry this provider writes ({MAX_ENTRY_BYTES})"
+        seen = (seen_stat.st_ino, seen_stat.st_mtime_ns, seen_stat.st_size)
         with _lock:
             cached = _done.get(path)
         if cached is not None and cached[0] == seen:
             return dataclasses.replace(cached[1])
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
+        with os.fdopen(os.dup(fd), "rb") as stream:
+            raw = stream.read(MAX_ENTRY_BYTES + 1)
     except OSError as exc:
         return exc.strerror or type(exc).__name__
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_ENTRY_BYTES:
+        return f"it is more than {MAX_ENTRY_BYTES} bytes, more than any entry this provider writes"
     try:
-        entry = _parse(path, json.loads(text))
+        data = json.loads(raw)
+        _within_depth(data, MAX_DEPTH)
+        entry = _parse(path, data)
+    except RecursionError:
+        return f"it is nested deeper than any entry this provider writes ({MAX_DEPTH} levels)"
     except (ValueError, TypeError, KeyError) as exc:
         return str(exc) or type(exc).__name__
     if entry.state == "done":
@@ -578,6 +714,17 @@ def load(path: Path) -> Entry | str | None:
             _done[path] = (seen, entry)
         return dataclasses.replace(entry)
     return entry
+
+
+def _within_depth(value: Any, limit: int) -> None:
+    """Raise ValueError when ``value`` (parsed JSON) nests deeper than ``limit`` (without recursing)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                raise ValueError(f"it is nested deeper than any entry this provider writes ({limit} levels)")
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
 
 
 def _warn_malformed(path: Path, problem: str, warn: Callable[[str], None] | None) -> None:
@@ -596,7 +743,7 @@ def _warn_malformed(path: Path, problem: str, warn: Callable[[str], None] | None
 def entries(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
     """Every readable entry, oldest first; an unreadable one is skipped with one warning (per process) naming
     its file (``warn=None``: silently)."""
-    folder = directory()
+    folder = trusted_folder()
     if not folder.is_dir():
         return []
     found: list[Entry] = []
@@ -619,24 +766,30 @@ def unfinished(warn: Callable[[str], None] | None = progress_line) -> list[Entry
     return [e for e in entries(warn) if e.state != "done"]
 
 
-def begin(kind: str, base_url: str, body: dict[str, Any], owner: str | None) -> Entry:
-    """Write the intent of a create and hold its lock, before anything is sent.
+def begin(
+    kind: str, base_url: str, body: dict[str, Any], owner: str | None, stack_backend: Backend | None = None
+) -> Entry:
+    """Write the intent of a create and hold its lock, before anything is sent. ``stack_backend``: the backend
+    of the stack the create is for (default: the one this process's command uses, :func:`.backend.locate`).
 
     Raises :class:`Unwritable` when the folder cannot be written: then nothing may be sent."""
     folder = directory()
+    where = stack_backend or backend.locate()
     entry = Entry(
         path=folder / f"{uuid.uuid4().hex}.json",
         kind=kind,
         base_url=base_url.rstrip("/"),
         body=body,
         owner=owner,
+        backend=where.identity,
+        backend_location=where.location,
         started_at=_now(),
         process=Process.this(),
         engine=_engine(),
     )
+    trusted_folder(create=True)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(entry.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = _open_lock(entry.lock_path)
     except OSError as exc:
         raise Unwritable(folder, exc) from exc
     try:
@@ -672,7 +825,9 @@ def holding() -> list[Entry]:
 def left_by_interrupted(entry: Entry, now: datetime | None = None) -> list[Entry]:
     """Entries of the same declaration, kind, API and request as ``entry`` that no running process holds,
     younger than :data:`MAX_AGE`, oldest first (what its create may take over)."""
-    return interrupted(entry.kind, entry.base_url, entry.body, entry.owner, exclude=entry.path, now=now)
+    return interrupted(
+        entry.kind, entry.base_url, entry.body, entry.owner, entry.backend, exclude=entry.path, now=now
+    )
 
 
 def interrupted(
@@ -680,6 +835,7 @@ def interrupted(
     base_url: str,
     body: dict[str, Any],
     owner: str | None,
+    stack_backend: str | None = None,
     *,
     exclude: Path | None = None,
     now: datetime | None = None,
@@ -693,7 +849,7 @@ def interrupted(
     organization, project and stack name. It stays a claim, and the orphan finder's label."""
     if not owner:
         return []
-    key = declaration_key(kind, base_url.rstrip("/"), body, owner)
+    key = declaration_key(kind, base_url.rstrip("/"), body, owner, stack_backend or backend.locate().identity)
     now = now or _now()
     return [
         e
@@ -702,6 +858,26 @@ def interrupted(
         and e.version >= VERSION
         and e.state not in ("done", "dismissed")
         and e.key == key
+        and e.age(now) < MAX_AGE
+        and not e.in_flight()
+    ]
+
+
+def unattributed(entry: Entry, now: datetime | None = None) -> list[Entry]:
+    """Unfinished entries of ``entry``'s owner, kind, API and request written by a release that did not record
+    the stack's backend (version 2), that no running process holds, younger than :data:`MAX_AGE`: they may be
+    this declaration's or that of a stack of the same names in another backend, so only the user can say."""
+    if not entry.owner:
+        return []
+    now = now or _now()
+    return [
+        e
+        for e in entries()
+        if e.path != entry.path
+        and e.version == 2
+        and e.state not in ("done", "dismissed")
+        and e.owner == entry.owner
+        and e.request_key == entry.request_key
         and e.age(now) < MAX_AGE
         and not e.in_flight()
     ]

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 from harness.cli import ROOT, active, provider_pids, wait_until
+from harness.faces import PLUGIN
 
 from pulumi_together_rl import journal
 from pulumi_together_rl.__main__ import build_parser, main
@@ -667,6 +668,35 @@ def test_two_real_stacks_hold_their_objects_by_default_and_only_a_true_orphan_is
     assert emulator.api_key not in everything.stdout + everything.stderr + stopped.stdout + stopped.stderr
 
 
+def test_a_plugin_face_stack_holds_its_objects_and_is_read_with_its_own_config_key(
+    cli_stack, emulator, client
+):
+    """A Pulumi YAML stack of the plugin face: its resources (together-rl:index:*) are held, its
+    together-rl:apiKey and together-rl:baseUrl are the key and URL it is checked with, and --stop stops only what
+    no stack holds, without asking to be told that no stack holds any Together object."""
+    stack = cli_stack("sweep", face=PLUGIN).init({"sessions": 1, "loraRanks": [8]})
+    stack.up()
+    held = {r["id"] for r in stack.resources().values()}
+    assert len(held) == 2
+    stray = client.create_model_resource(ModelResourceCreateRequest(base_model=MODEL)).id
+    env = dict(stack.env)
+    fq = f"organization/together-rl-sweep/{stack.name}"
+
+    listed = orphans_cli("--json", env=env, cwd=stack.project)
+
+    assert listed.returncode == 0, listed.stderr
+    assert [o["id"] for o in json.loads(listed.stdout)] == [stray]
+    assert (
+        f"checked {emulator.base_url} (base URL from stack {fq}'s together-rl:baseUrl) with the key from stack "
+        f"{fq}'s together-rl:apiKey for 1 stack: {fq}"
+    ) in listed.stderr.splitlines()
+    stopped = orphans_cli("--stop", "--yes", "--min-age", "0", env=env, cwd=stack.project)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stops(emulator) == [f"/v1/rl/model-resources/{stray}/stop"]
+    assert held <= active_ids(emulator)
+    assert emulator.api_key not in listed.stdout + listed.stderr + stopped.stdout + stopped.stderr
+
+
 def _kill_session(sid: int) -> None:
     """SIGKILL every process left in session ``sid`` (the test started it with ``start_new_session``)."""
     for proc in Path("/proc").iterdir():
@@ -677,42 +707,52 @@ def _kill_session(sid: int) -> None:
 
 
 def test_a_pending_create_left_by_a_killed_pulumi_up_is_reported_with_the_commands_that_clear_it(
-    cli_stack, emulator, tmp_path
+    cli_stack, emulator, tmp_path, face
 ):
+    """On both faces: the plugin's resources are Together objects too, and so are its pending creates."""
     emulator.control.configure(timings={"resource_pending": 8.0})
-    stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
+    stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
+    folder = stack.project
     process = stack.popen("up", "--yes", "--skip-preview")
     try:
         wait_until(lambda: emulator.control.state()["model_resources"], 120, "the model resource create")
         time.sleep(1.0)  # inside the provider's wait for READY
         os.kill(process.pid, signal.SIGKILL)  # the `pulumi` CLI itself: its lock and pending create stay
         process.wait(timeout=30)
-        wait_until(lambda: not provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the provider to exit")
+        wait_until(
+            lambda: not provider_pids(stack.env["TOGETHER_RL_STATE_DIR"], face), 60, "the provider to exit"
+        )
     finally:
         _kill_session(process.pid)  # what the killed CLI left running (its language host has its own group)
         process.communicate()
     (made,) = [o["id"] for o in emulator.control.state()["model_resources"]]
     pending = json.loads(stack.export())["deployment"]["pending_operations"]
-    assert [(p["type"], p["resource"]["type"]) for p in pending] == [("creating", RESOURCE_TYPE)]
+    assert [(p["type"], p["resource"]["type"]) for p in pending] == [
+        ("creating", face.token("ModelResource"))
+    ]
     fq = f"organization/together-rl-sweep/{stack.name}"
+    owner = fq if face.name == "dynamic" else f"-/together-rl-sweep/{stack.name}"  # the plugin is told no org
     env = dict(stack.env)
 
-    listed = orphans_cli(env=env, cwd=SWEEP)
+    listed = orphans_cli(env=env, cwd=folder)
 
     assert listed.returncode == 0, listed.stderr
     (warning,) = [line for line in listed.stderr.splitlines() if "pending operation" in line]
     cancel = f"pulumi cancel --yes --stack {fq}"
-    refresh = f"pulumi refresh --clear-pending-creates --yes --stack {fq} --cwd {SWEEP}"
+    refresh = f"pulumi refresh --clear-pending-creates --yes --stack {fq} --cwd {folder}"
     assert warning.startswith(
         f"warning: stack {fq} has 1 pending operation (creating model resource sweep-gpu)"
     )
     assert f"`{cancel}`" in warning and f"`{refresh}`" in warning
     (line,) = [line for line in listed.stdout.splitlines() if line.startswith("model resource")]
     assert line.split()[2] == made
-    assert f"left by an interrupted pulumi up of {fq}/sweep-gpu at " in line
+    assert f"left by an interrupted pulumi up of {owner}/sweep-gpu at " in line
     assert "--stop leaves it running: it may be what a pending create is making" in line
 
-    kept = orphans_cli("--stop", "--yes", "--min-age", "0", env=env, cwd=SWEEP)
+    # Even told to stop whatever no stack holds, a pending create's object is left running.
+    kept = orphans_cli(
+        "--stop", "--yes", "--min-age", "0", "--even-if-no-stack-holds-any", env=env, cwd=folder
+    )
     assert kept.returncode == 0, kept.stderr
     assert stops(emulator) == [] and made in active_ids(emulator)
 
@@ -732,10 +772,10 @@ def test_a_pending_create_left_by_a_killed_pulumi_up_is_reported_with_the_comman
 
     # Nothing may be creating it now, and the journal says an interrupted create left it; but the stack, whose
     # first `up` was killed, holds no Together object, so --stop wants to be told that this is on purpose.
-    refused = orphans_cli("--stop", "--yes", env=env, cwd=SWEEP)
+    refused = orphans_cli("--stop", "--yes", env=env, cwd=folder)
     assert refused.returncode == 4, refused.stderr
     assert "pending operation" not in refused.stderr and stops(emulator) == []
-    stopped = orphans_cli("--stop", "--yes", "--even-if-no-stack-holds-any", env=env, cwd=SWEEP)
+    stopped = orphans_cli("--stop", "--yes", "--even-if-no-stack-holds-any", env=env, cwd=folder)
     assert stopped.returncode == 0, stopped.stderr
     (line,) = [line for line in stopped.stdout.splitlines() if line.startswith("model resource")]
     assert line.endswith(

@@ -8,6 +8,7 @@ forward where an object has to be old. The Pulumi CLI side is tested in tests/e2
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -15,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pulumi_together_rl import journal, orphans
+from pulumi_together_rl import journal, orphans, ours
 from pulumi_together_rl.__main__ import build_parser
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
@@ -606,15 +607,23 @@ def test_a_file_state_names_its_stack_and_the_commands_that_clear_its_pending_cr
     )
 
     assert state.title == "dev.json (stack dev of project team)"
-    assert state.is_stack("organization", "team", "dev") and not state.is_stack(
-        "organization", "team", "prod"
-    )
+    owner = ours.parse_owner
+    assert state.holds_declarations_of(owner("organization/team/dev/gpu"), None)
+    assert not state.holds_declarations_of(owner("organization/team/prod/gpu"), None)
+    assert state.holds_declarations_of(owner("-/team/dev/gpu"), "b1")  # a file names no backend
     assert state.clear_commands() == (
         "pulumi cancel --yes --stack dev",
         "pulumi refresh --clear-pending-creates --yes --stack dev",
         " in the folder of project team",
     )
-    assert listed.is_stack("organization", "team", "prod") and not listed.is_stack("acme", "team", "prod")
+    assert listed.holds_declarations_of(owner("organization/team/prod/gpu"), None)
+    assert listed.holds_declarations_of(
+        owner("-/team/prod/gpu"), None
+    )  # the plugin face names no organization
+    assert not listed.holds_declarations_of(owner("acme/team/prod/gpu"), None)
+    in_backend = dataclasses.replace(listed, backend="b1")
+    assert in_backend.holds_declarations_of(owner("organization/team/prod/gpu"), "b1")
+    assert not in_backend.holds_declarations_of(owner("organization/team/prod/gpu"), "b2")  # a namesake
     assert listed.clear_commands() == (
         "pulumi cancel --yes --stack organization/team/prod",
         "pulumi refresh --clear-pending-creates --yes --stack organization/team/prod --cwd '/work/my project'",
@@ -892,8 +901,9 @@ def test_an_orphan_journalled_for_a_stack_that_was_not_read_is_left_running(emul
     (line,) = listing_lines(text)
     assert "its create for organization/team/prod/gpu finished at" in line
     assert line.endswith(
-        "--stop leaves it running: its journal entry names stack organization/team/prod, which was not read and "
-        "may hold it; read that stack too, or pass --ignore-journal-owner if it is gone"
+        "--stop leaves it running: its journal entry names stack organization/team/prod in backend "
+        "https://api.pulumi.com, which was not read and may hold it; read that stack too, or pass "
+        "--ignore-journal-owner if it is gone"
     )
     assert stop_posts(emulator) == []
 

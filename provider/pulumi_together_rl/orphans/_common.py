@@ -13,10 +13,6 @@ from ..client.models import (
 )
 from ..messages import UserError
 
-MODEL_RESOURCE = "model resource"
-TRAINING_SESSION = "training session"
-TOGETHER_TYPE_PREFIX = "pulumi-python:dynamic/together:"
-
 #: Exit statuses of the command (2 is argparse's own, for usage errors such as --none with a stack state).
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -21,13 +21,12 @@ from .. import journal
 from ..client import errors
 from ..client.api import ENV_API_KEY, TogetherRL
 from ..client.models import ModelResourceStatus
+from ..ours import MODEL_RESOURCE, TRAINING_SESSION
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_ORPHANS_FOUND,
     EXIT_REFUSED,
-    MODEL_RESOURCE,
-    TRAINING_SESSION,
     OrphanError,
     _s,
     explain,

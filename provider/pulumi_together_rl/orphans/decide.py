@@ -23,6 +23,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 
+from .. import ours
 from ._common import format_age
 from .finder import Orphan
 from .states import StackState
@@ -60,7 +61,7 @@ def decide(
         orphan.young = age < rules.min_age and not interrupted
         creates = pending.get(orphan.kind, [])
         orphan.pending_creates = [f"{state.title}: {name}" for state, name in creates]
-        owner = _owner_stack(orphan.journal_owner)
+        owner = ours.parse_owner(orphan.journal_owner)
         if orphan.journal == "in_flight":
             _hold(
                 orphan,
@@ -83,13 +84,16 @@ def decide(
             owner is not None
             and not rules.none
             and not rules.ignore_journal_owner
-            and not any(state.is_stack(*owner) for state in states)
+            and not any(state.holds_declarations_of(owner, orphan.journal_backend) for state in states)
         ):
+            where = (
+                f" in backend {orphan.journal_backend_location}" if orphan.journal_backend_location else ""
+            )
             _hold(
                 orphan,
                 OWNER_NOT_READ,
-                f"its journal entry names stack {'/'.join(owner)}, which was not read and may hold it; read that "
-                "stack too, or pass --ignore-journal-owner if it is gone",
+                f"its journal entry names stack {owner.stack_name}{where}, which was not read and may hold it; read "
+                "that stack too, or pass --ignore-journal-owner if it is gone",
             )
         elif orphan.held_sessions:
             _hold(
@@ -118,13 +122,3 @@ def decide(
 
 def _hold(orphan: Orphan, code: str, why: str) -> None:
     orphan.stop, orphan.held_back, orphan.why = False, code, why
-
-
-def _owner_stack(owner: str | None) -> tuple[str, str, str] | None:
-    """(organization, project, stack) of a journal owner ``org/project/stack/name``; None when it names none."""
-    if not owner:
-        return None
-    parts = owner.split("/", 3)
-    if len(parts) != 4 or not all(parts):
-        return None
-    return parts[0], parts[1], parts[2]

@@ -18,9 +18,8 @@ from ..client.models import (
     ModelResourceCreateRequest,
     TrainingSession,
 )
+from ..ours import MODEL_RESOURCE, TRAINING_SESSION
 from ._common import (
-    MODEL_RESOURCE,
-    TRAINING_SESSION,
     OrphanError,
     _aware,
     _oldest_first,
@@ -62,6 +61,10 @@ class Orphan:
     """That, as the clause the listing shows (``left by an interrupted pulumi up of ... at ...``)."""
     journal_owner: str | None = None
     """The declaration its journal entry names (``org/project/stack/name``); None for a v1 entry."""
+    journal_backend: str | None = None
+    """The identity of the backend of that declaration's stack; None when the entry did not record one."""
+    journal_backend_location: str | None = None
+    """That backend's location, as the entry recorded it."""
     journal_note: str | None = None
     pending_creates: list[str] = dataclasses.field(default_factory=list)
     """Stacks read with a pending create of its kind (``stack dev: sweep-gpu``): it may be what they create."""
@@ -99,6 +102,7 @@ class Orphan:
             "journal": self.journal,
             "journal_label": self.journal_label,
             "journal_owner": self.journal_owner,
+            "journal_backend": self.journal_backend_location,
             "journal_note": self.journal_note,
             "possible_pending_create_of": list(self.pending_creates),
             "stop_eligible": bool(self.stop),
@@ -196,6 +200,8 @@ class JournalLabels:
             return orphan
         owner = entry.owner
         orphan.journal_owner = owner
+        orphan.journal_backend = entry.backend
+        orphan.journal_backend_location = entry.backend_location
         orphan.journal_note = entry.note
         if orphan.id in self.in_flight:
             by = entry.process.describe() if entry.process else "a process"

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from .. import ours
 from ..client import errors
 from ..client.api import ENV_API_KEY, ENV_BASE_URL, resolve_base_url
 from ..config import CONFIG_API_KEY, CONFIG_BASE_URL
@@ -104,12 +105,12 @@ def gather(args: argparse.Namespace, note: Callable[[str], None], secret: Callab
     def add(label: str | None, config: dict[str, str]) -> None:
         key, key_from = _pick(
             (flag_key, "--api-key"),
-            (config.get(CONFIG_API_KEY), f"stack {label}'s {CONFIG_API_KEY}"),
+            *((config.get(name), f"stack {label}'s {name}") for name in ours.config_keys("apiKey")),
             (env_key, ENV_API_KEY),
         )
         raw_url, url_from = _pick(
             (flag_url, "--base-url"),
-            (config.get(CONFIG_BASE_URL), f"stack {label}'s {CONFIG_BASE_URL}"),
+            *((config.get(name), f"stack {label}'s {name}") for name in ours.config_keys("baseUrl")),
             (env_url, ENV_BASE_URL),
             ("https://api.together.ai", "the default"),
         )

@@ -34,20 +34,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..config import CONFIG_API_KEY, CONFIG_BASE_URL
+from .. import backend as stack_backend
+from .. import ours
 from ._common import (
-    MODEL_RESOURCE,
     PULUMI_TIMEOUT,
-    TOGETHER_TYPE_PREFIX,
-    TRAINING_SESSION,
     OrphanError,
     _is_id,
 )
-
-KIND_OF_TYPE = {
-    f"{TOGETHER_TYPE_PREFIX}ModelResource": MODEL_RESOURCE,
-    f"{TOGETHER_TYPE_PREFIX}TrainingSession": TRAINING_SESSION,
-}
 
 # ------------------------------------------------------------------------------------------ stack states
 
@@ -81,6 +74,9 @@ class StackState:
     """The stack's name as the CLI took it (fully qualified when listed); None for a file."""
     folder: str | None = None
     """Its project's folder when that is the folder the CLI ran in (where ``pulumi refresh`` runs)."""
+    backend: str | None = None
+    """The identity of the backend it was read from (:mod:`...backend`); None for a file, whose backend is not
+    known."""
 
     @property
     def label(self) -> str:
@@ -115,7 +111,7 @@ class StackState:
                     type=str(operation.get("type") or "unknown"),
                     urn=str(resource.get("urn") or ""),
                     resource_type=kind,
-                    kind=KIND_OF_TYPE.get(kind),
+                    kind=ours.kind_of(kind),
                 )
             )
         return found
@@ -131,7 +127,7 @@ class StackState:
         return {
             r["id"]
             for r in self.resources
-            if _is_id(r.get("id")) and str(r.get("type", "")).startswith(TOGETHER_TYPE_PREFIX)
+            if _is_id(r.get("id")) and ours.kind_of(str(r.get("type", ""))) is not None
         }
 
     @property
@@ -157,11 +153,16 @@ class StackState:
             return project, stack
         return None
 
-    def is_stack(self, org: str, project: str, stack: str) -> bool:
-        """Whether this is stack ``org/project/stack`` (a file, which names no organization, by its URNs)."""
+    def holds_declarations_of(self, owner: ours.Owner, backend: str | None) -> bool:
+        """Whether this is the stack a journal entry's declaration ``owner`` (in ``backend``: its identity, None
+        for an entry that did not record one) belongs to: the same organization (when both name one), project and
+        stack, read from the same backend (when both are known; a file names no backend)."""
+        if backend is not None and self.backend is not None and backend != self.backend:
+            return False
         if self.name and self.name.count("/") == 2:
-            return self.name == f"{org}/{project}/{stack}"
-        return self.project_and_stack == (project, stack)
+            org, project, stack = self.name.split("/")
+            return (project, stack) == (owner.project, owner.stack) and owner.org in (None, org)
+        return self.project_and_stack == (owner.project, owner.stack)
 
     def clear_commands(self) -> tuple[str, str, str]:
         """What clears what a killed ``pulumi up`` left in it: (the command that removes its lock, the command
@@ -184,7 +185,9 @@ class StackState:
         return deployment if isinstance(deployment, Mapping) else {}
 
 
-def parse_state(text: str, source: str, *, name: str | None = None, folder: str | None = None) -> StackState:
+def parse_state(
+    text: str, source: str, *, name: str | None = None, folder: str | None = None, backend: str | None = None
+) -> StackState:
     """A ``pulumi stack export`` (``{"version": 3, "deployment": {"resources": [...]}}``) from its text."""
     doing = "reading the stack export"
     try:
@@ -210,7 +213,7 @@ def parse_state(text: str, source: str, *, name: str | None = None, folder: str 
             "its deployment.resources is not a list",
             "Pass the output of `pulumi stack export --stack <name>`",
         )
-    return StackState(source, data, name=name, folder=folder)
+    return StackState(source, data, name=name, folder=folder, backend=backend)
 
 
 def load_state_file(path: str | os.PathLike[str]) -> StackState:
@@ -259,7 +262,9 @@ def export_stack(
     result = _pulumi(
         ["stack", "export", "--stack", name], doing="exporting", what="stack", ident=name, cwd=cwd, run=run
     )
-    return parse_state(result, f"stack {name}", name=name, folder=folder)
+    # Read with the backend that the CLI run in ``cwd`` with this environment uses.
+    read_from = stack_backend.locate(cwd).identity
+    return parse_state(result, f"stack {name}", name=name, folder=folder, backend=read_from)
 
 
 def list_stacks(
@@ -322,7 +327,7 @@ def stack_config(name: str, *, cwd: str | None = None, run: Runner = subprocess.
             "Check that the Pulumi CLI on PATH is a recent Pulumi v3",
         )
     found: dict[str, str] = {}
-    for key in (CONFIG_API_KEY, CONFIG_BASE_URL):
+    for key in (*ours.config_keys("apiKey"), *ours.config_keys("baseUrl")):
         item = data.get(key)
         if not isinstance(item, dict):
             continue

@@ -16,11 +16,10 @@ from ..client.models import (
     SESSION_HOLDS_SLOT,
     TrainingSession,
 )
+from ..ours import MODEL_RESOURCE, TRAINING_SESSION
 from ..waiting import WaitFailed, WaitTimeout, format_elapsed, wait_for
 from ._common import (
     DEFAULT_STOP_TIMEOUT,
-    MODEL_RESOURCE,
-    TRAINING_SESSION,
     OrphanError,
     _http,
     _short,

@@ -54,7 +54,7 @@ from pulumi.provider.experimental.provider import (
     UpdateResponse,
 )
 
-from .. import config
+from .. import config, ours
 from ..messages import Sink, lines_to
 from ..resources.keys import DISPLAY_NAME_MAX, OWNER_KEY, camel
 from .package_schema import BY_TOKEN, Kind, schema_text
@@ -186,7 +186,7 @@ def _declared(kind: Kind, urn: str, name: str, news: Mapping[str, Any]) -> dict[
     defaults = (
         {"display_name": name[:DISPLAY_NAME_MAX]} if "display_name" in kind.schema.update_in_place else {}
     )
-    return {**defaults, **news, OWNER_KEY: f"-/{project}/{stack}/{name}"}
+    return {**defaults, **news, OWNER_KEY: ours.owner(None, project, stack, name)}
 
 
 def _property_diff(

@@ -121,8 +121,10 @@ def declaration_owner(resource_name: str) -> str:
     same declaration takes over what an interrupted create of it made."""
     import pulumi
 
+    from .. import ours
+
     try:
         org = pulumi.get_organization()
     except Exception:  # an SDK or engine that does not know organizations
         org = ""
-    return f"{org or '-'}/{pulumi.get_project()}/{pulumi.get_stack()}/{resource_name}"
+    return ours.owner(org, pulumi.get_project(), pulumi.get_stack(), resource_name)

@@ -97,16 +97,18 @@ def create(schema: Schema, props: Mapping[str, Any], *, timeout: float | None = 
     request = schema.to_request(inputs)
     try:
         entry = journal.begin(schema.name, client.base_url, request.to_wire(), inputs.get(OWNER_KEY))
-    except journal.Unwritable as exc:
-        raise UserError("creating", schema.name, subject, exc.cause, exc.todo) from None
+    except journal.Refused as exc:
+        raise UserError(
+            "creating", schema.name, subject, exc.cause, f"{exc.todo}; nothing was created"
+        ) from None
     try:
-        created = _take_over(schema, client, request, entry, subject) or _post(
+        created = _take_over(schema, client, request, inputs, entry, subject) or _post(
             schema, client, request, entry, subject
         )
         try:
             # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
             if entry.id != created.id:
-                entry.record(created.id)
+                _record(schema, entry, created.id)
                 log(
                     f"{schema.name} {created.id}: created ({created.status.short}); waiting for {schema.target.short}"
                 )
@@ -114,18 +116,64 @@ def create(schema: Schema, props: Mapping[str, Any], *, timeout: float | None = 
             outputs = schema.to_outputs(inputs, ready)
         except BaseException as exc:
             if lifeline.gone():
-                entry.leave(lifeline.GONE_NOTE)  # nobody will get an answer: the next run takes it over
+                _leave_for_next_run(schema, client, entry, created.id)  # nobody will get an answer
                 raise
             _abandon(schema, client, created.id, exc, entry)
         if lifeline.gone():
-            entry.leave(lifeline.GONE_NOTE)
+            _leave_for_next_run(schema, client, entry, created.id)
         else:
-            entry.done()
+            _done(schema, entry, created.id)
         return Made(created.id, outputs)
     finally:
         if entry.state == "intent":
             entry.discard()  # nothing was sent: nothing can be billing
         entry.release()  # whatever is left of it stays on disk for the next run
+
+
+def _record(schema: Schema, entry: journal.Entry, ident: str) -> None:
+    """Record the id the POST answered. An entry that cannot be written (a full disk) fails nothing: the id goes
+    to the engine with the answer, which is the record that matters; the line says what is not protected."""
+    try:
+        entry.record(ident)
+    except journal.Refused as exc:
+        entry.id = ident  # this process knows it; only the file does not
+        entry.unrecorded = True
+        log(
+            f"warning: {schema.name} {ident}: created, but the create journal could not record its id "
+            f"({exc.cause}); the create goes on and the id reaches the stack's state with its answer. If this "
+            f"`pulumi up` is interrupted before it ends, check it with GET {schema.path}/{ident} and stop it "
+            f"(POST {schema.path}/{ident}/stop) if no stack holds it"
+        )
+
+
+def _done(schema: Schema, entry: journal.Entry, ident: str) -> None:
+    """The engine is getting the answer: the entry becomes the record that the id is claimed."""
+    try:
+        entry.done()
+    except journal.Refused as exc:
+        entry.release()
+        log(
+            f"warning: {schema.name} {ident}: created; the create journal could not mark it done ({exc.cause})"
+        )
+
+
+def _leave_for_next_run(schema: Schema, client: Any, entry: journal.Entry, ident: str) -> None:
+    """The engine is gone before its answer: the entry keeps the id for the next run to take over. An id the
+    journal could not record would reach nobody: the object is then stopped, as after a failed create."""
+    try:
+        if not entry.unrecorded:
+            entry.leave(lifeline.GONE_NOTE)
+            return
+    except journal.Refused as exc:
+        log(
+            f"{schema.name} {ident}: the engine is gone and the create journal cannot keep the id ({exc.cause})"
+        )
+    sentence, stopped = _stop_after_failed_create(schema, client, ident)
+    if stopped:
+        entry.discard()
+    else:
+        entry.release()
+    log(f"{schema.name} {ident}: no state and no journal entry will hold it: {sentence}")
 
 
 def _post(schema: Schema, client: Any, request: Any, entry: journal.Entry, subject: str | None) -> Any:
@@ -149,15 +197,28 @@ def _post(schema: Schema, client: Any, request: Any, entry: journal.Entry, subje
         raise UserError("creating", schema.name, subject, cause, todo) from exc
 
 
-def _take_over(schema: Schema, client: Any, request: Any, entry: journal.Entry, subject: str | None) -> Any:
+def _take_over(
+    schema: Schema,
+    client: Any,
+    request: Any,
+    inputs: Mapping[str, Any],
+    entry: journal.Entry,
+    subject: str | None,
+) -> Any:
     """The active object an interrupted create of the same declaration made, if any (its entry is then
-    recorded in ``entry``), else None. Raises when it cannot tell (the API failed, or several objects match)."""
+    recorded in ``entry``), else None. Raises when it cannot tell (the API failed, several objects match, the
+    entry names an object that is not what is declared, or an entry of an earlier release cannot say whose
+    stack it was)."""
+    _unattributed(schema, client, entry, subject)
     for old in journal.left_by_interrupted(entry):
         if not old.claim():
             continue  # a run still holds it (or another thread of this one took it first)
         when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
         try:
-            found = _interrupted_object(schema, client, request, old)
+            found = _interrupted_object(schema, client, request, inputs, old)
+        except UserError:
+            old.release()
+            raise
         except AmbiguousCreate as exc:
             old.release()
             raise UserError(
@@ -213,11 +274,28 @@ SIGKILL_ADVICE = (
 )
 
 
-def _interrupted_object(schema: Schema, client: Any, request: Any, old: journal.Entry) -> Any:
+def _interrupted_object(
+    schema: Schema, client: Any, request: Any, inputs: Mapping[str, Any], old: journal.Entry
+) -> Any:
     """What an interrupted create made: by id when it got that far, else by a strict unique match inside that
     create's snapshot and POST window (None: it sent nothing, or nothing it made is active)."""
     if old.id:
         found = get_or_none(schema, client, old.id)
+        if found is not None and found.status not in schema.collection.ended:
+            # The entry is the proof, and an entry is a file: an object that is not what the declaration asks
+            # for was not made by its create, whatever the file says.
+            mismatched = schema.differences(inputs, found)
+            if mismatched:
+                raise UserError(
+                    "creating",
+                    schema.name,
+                    old.id,
+                    f"the create journal entry {old.path} says an interrupted `pulumi up` of this declaration made "
+                    f"it, but it is not what this declaration asks for ({'; '.join(mismatched)}), so it was not "
+                    "taken and nothing was created",
+                    f"If that entry is not yours, remove it (`python -m pulumi_together_rl journal prune "
+                    f"{old.path.stem}`) and run `pulumi up` again",
+                )
         # Claimed for this create (a match is claimed by the lookup): two declarations never get one object.
         return found if found is None or client.claim(found.id) else None
     window = old.window()
@@ -230,6 +308,37 @@ def _interrupted_object(schema: Schema, client: Any, request: Any, old: journal.
         time.sleep(lag.total_seconds())
     attribution = Attribution(frozenset(old.snapshot), window, claimed=old.claimed, rivals=old.rivals)
     return schema.collection.find(client, request, attribution)
+
+
+def _unattributed(schema: Schema, client: Any, entry: journal.Entry, subject: str | None) -> None:
+    """Entries an earlier release left for this owner and request without recording the stack's backend: what
+    they made may be this stack's or a namesake's in another backend. Nothing is taken and nothing created while
+    one may hold an active object; the user says whose it is."""
+    for old in journal.unattributed(entry):
+        if not old.sends and not old.id:
+            if old.claim():
+                old.discard()  # killed before its POST: it sent nothing
+            continue
+        when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
+        if old.id:
+            found = get_or_none(schema, client, old.id)
+            if found is None or found.status in schema.collection.ended:
+                if old.claim():
+                    old.discard()  # proven gone: nothing of it is left billing
+                continue
+            what, todo = f"made {old.id} ({found.status.short})", f"set adopt_id to {old.id}"
+        else:
+            what, todo = "asked for one and never got the answer", "set adopt_id to the one it made"
+        raise UserError(
+            "creating",
+            schema.name,
+            subject,
+            f"an interrupted `pulumi up` of a declaration of this name ({when}), run by an earlier release that did "
+            f"not record the stack's backend, {what}: it may be this stack's or that of a stack of the same names "
+            "in another backend, so nothing was taken and nothing was created",
+            f"If it is this stack's, {todo} and run `pulumi up`; if not, run `python -m pulumi_together_rl journal "
+            f"dismiss {old.path.stem}` and `pulumi up` to create a new one",
+        )
 
 
 def _none_proven(entry: journal.Entry) -> str:
