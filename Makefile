@@ -1,6 +1,9 @@
 # The commands the README names. Everything runs inside the uv-managed venv (.venv), pinned by uv.lock.
 # uv itself is installed with pip when it is missing, so a fresh clone needs only Python >= 3.10 and make.
 
+# The uv this project is developed and tested with: the one `make` installs when there is none (workflows that
+# install uv name the same version).
+UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null)
 ifeq ($(UV),)
 UV := python3 -m uv
@@ -21,7 +24,7 @@ help:
 	@echo "make importtime  # import cost of pulumi_together_rl next to the official together SDK"
 
 uv:
-	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv>=0.5"
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
 
 sync: uv
 	$(UV) sync --frozen

@@ -8,13 +8,17 @@
 #   1. a `pulumi` on PATH at least the minimum version below;
 #   2. the pinned version, cached in $TOGETHER_RL_CACHE_DIR (default ${XDG_CACHE_HOME:-~/.cache}/pulumi-together-rl),
 #      outside the repository so that every clone on the machine shares it;
-#   3. the official installer (get.pulumi.com), with --version and --install-root into that cache, leaving the
-#      shell profile and PATH alone;
-#   4. a build from the Go module proxy into that cache (several minutes on 2 cores, once);
+#   3. the release archive of the pinned version (get.pulumi.com/releases/sdk), only when PULUMI_CLI_SHA256 gives
+#      its SHA-256 (from the release's pulumi-<version>-checksums.txt): what does not match is refused, and
+#      nothing unchecked is run. The repository pins no checksum of its own: none could be had where the version
+#      was pinned, and a guessed one is worse than none;
+#   4. a build from the Go module proxy into that cache (several minutes on 2 cores, once): go.sum checks every
+#      module it builds from;
 #   5. else one message naming the ways to get it.
 #
 # The pinned version lives in one place: the pkg/v3 requirement of scripts/pulumi-cli/go.mod.
-# PULUMI_CLI_FORCE=cache|install|build skips the earlier steps (a test of this script uses it).
+# PULUMI_CLI_FORCE=cache|install|build skips the earlier steps (a test of this script uses it), and
+# PULUMI_CLI_RELEASES_URL replaces the folder the release archive is downloaded from (a mirror; a test's file://).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,10 +37,11 @@ say() { printf 'pulumi-cli: %s\n' "$*" >&2; }
 version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]; }
 
 # The repository's own language host is stamped with the hash of its source: a cached copy built from older
-# source is rebuilt (a host from upstream or the installer has no stamp and is kept).
+# source is rebuilt (a host from upstream or from a release archive has no stamp and is kept).
 HOST_SRC="$MODULE_DIR/pulumi-language-python/main.go"
 HOST_STAMP=".pulumi-language-python.source-sha256"
-host_hash() { sha256sum "$HOST_SRC" | cut -d' ' -f1; }
+sha256_of() { if command -v sha256sum >/dev/null 2>&1; then sha256sum "$1"; else shasum -a 256 "$1"; fi; }
+host_hash() { sha256_of "$HOST_SRC" | cut -d' ' -f1; }
 host_current() { [ ! -f "$1/$HOST_STAMP" ] || [ "$(cat "$1/$HOST_STAMP")" = "$(host_hash)" ]; }
 
 # A complete install: the CLI at the pinned version, the Python language host and both Python scripts.
@@ -109,17 +114,41 @@ publish() {
     exit 0
 }
 
-# ---------------------------------------------------------------------------------------- 3. installer
+# ----------------------------------------------------------------------------------- 3. release archive
 if [ -z "$FORCE" ] || [ "$FORCE" = install ]; then
-    if command -v curl >/dev/null 2>&1 \
-        && curl -fsSL --connect-timeout 5 --max-time 30 -o "$STAGE/install.sh" https://get.pulumi.com/install.sh 2>/dev/null; then
-        say "installing pulumi v$VERSION with the official installer into $PREFIX"
-        if sh "$STAGE/install.sh" --version "$VERSION" --install-root "$STAGE/root" --no-edit-path >&2; then
+    case "$(uname -s)-$(uname -m)" in
+    Linux-x86_64 | Linux-amd64) platform=linux-x64 ;;
+    Linux-aarch64 | Linux-arm64) platform=linux-arm64 ;;
+    Darwin-x86_64) platform=darwin-x64 ;;
+    Darwin-arm64) platform=darwin-arm64 ;;
+    *) platform="" ;;
+    esac
+    archive="pulumi-v$VERSION-$platform.tar.gz"
+    url="${PULUMI_CLI_RELEASES_URL:-https://get.pulumi.com/releases/sdk}/$archive"
+    expected="$(printf '%s' "${PULUMI_CLI_SHA256:-}" | tr 'A-F' 'a-f')"
+    if [ -z "$platform" ]; then
+        say "no Pulumi release archive for $(uname -s) $(uname -m); trying the next way"
+    elif [ -z "$expected" ]; then
+        say "not downloading $archive: set PULUMI_CLI_SHA256 to its SHA-256 (pulumi-$VERSION-checksums.txt of the release) to use it; trying the next way"
+    elif ! printf '%s' "$expected" | grep -Eqx '[0-9a-f]{64}'; then
+        say "PULUMI_CLI_SHA256 is not a SHA-256 (64 hex digits): set it to the line for $archive in pulumi-$VERSION-checksums.txt"
+        exit 1
+    elif command -v curl >/dev/null 2>&1 \
+        && curl -fsSL --connect-timeout 5 --max-time 300 -o "$STAGE/$archive" "$url" 2>/dev/null; then
+        actual="$(sha256_of "$STAGE/$archive" | cut -d' ' -f1)"
+        if [ "$actual" != "$expected" ]; then
+            rm -f "$STAGE/$archive"
+            say "refusing $url: its SHA-256 is $actual, not PULUMI_CLI_SHA256 ($expected). Check the value against pulumi-$VERSION-checksums.txt of the release, and where the download came from"
+            exit 1
+        fi
+        say "$archive matches PULUMI_CLI_SHA256: unpacking it into $PREFIX"
+        mkdir -p "$STAGE/root/bin"
+        if tar -xzf "$STAGE/$archive" -C "$STAGE/root/bin" --strip-components=1 >&2; then
             publish
         fi
-        say "the official installer failed; trying the next way"
+        say "$archive could not be unpacked; trying the next way"
     else
-        say "get.pulumi.com does not answer; trying the next way"
+        say "$url does not answer; trying the next way"
     fi
     [ "$FORCE" != install ] || exit 1
 fi
@@ -172,9 +201,10 @@ fi
 
 cat >&2 <<EOF
 pulumi-cli: cannot provide the Pulumi CLI v$VERSION: no pulumi (>= $MIN_VERSION) on PATH, no cached copy in
-$PREFIX, get.pulumi.com does not answer, and Go is not installed. Do one of:
+$PREFIX, no checked release archive (PULUMI_CLI_SHA256), and Go is not installed. Do one of:
   - install the Pulumi CLI:  curl -fsSL https://get.pulumi.com | sh   (https://www.pulumi.com/docs/iac/download-install/)
-  - give this machine internet access (get.pulumi.com), then run this again;
+  - give this machine internet access (get.pulumi.com) and set PULUMI_CLI_SHA256 to the SHA-256 of
+    pulumi-v$VERSION-<os>-<arch>.tar.gz from the release's pulumi-$VERSION-checksums.txt, then run this again;
   - install Go (https://go.dev/dl/) with access to the Go module proxy, then run this again: it builds the CLI.
 EOF
 exit 1

@@ -199,8 +199,24 @@ def test_pulumi_package_get_schema_lists_both_resources_and_their_functions(cli_
     assert all(p["description"] for r in printed["resources"].values() for p in r["inputProperties"].values())
 
 
-def test_the_python_sdk_example_runs_both_faces_on_one_gpu(cli_stack, emulator):
-    stack = cli_stack(ROOT / "examples" / "python-sdk", face=PLUGIN).init()
+def _example_copy(tmp: Path, name: str) -> Path:
+    """examples/<name> copied into ``tmp`` laid out as the repository is (its .venv and provider/ linked): the
+    example's relative paths resolve as they do in a clone, and its stack's config file lands in the copy, never
+    in the checkout, even when the run is killed before its clean-up."""
+    project = tmp / "workspace" / "examples" / name
+    shutil.copytree(
+        ROOT / "examples" / name, project, ignore=shutil.ignore_patterns("__pycache__", "Pulumi.*.yaml")
+    )
+    for linked in (".venv", "provider"):
+        (tmp / "workspace" / linked).symlink_to(ROOT / linked)
+    return project
+
+
+def test_the_python_sdk_example_runs_both_faces_on_one_gpu(cli_stack, emulator, tmp_path):
+    project = _example_copy(tmp_path, "python-sdk")
+    stack = cli_stack(project, face=PLUGIN).init()
+    assert (project / f"Pulumi.{stack.name}.yaml").exists()
+    assert not list((ROOT / "examples" / "python-sdk").glob("Pulumi.e2e-*.yaml"))
     stack.run(
         "config", "set", f"{DYNAMIC.config}:baseUrl", emulator.base_url
     )  # the dynamic session's settings

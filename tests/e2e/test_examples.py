@@ -278,12 +278,35 @@ def test_gitops_workflows_read_only_by_default_and_no_checkout_keeps_its_token(n
     for job_name, job in workflow["jobs"].items():
         granted = job.get("permissions", workflow["permissions"])
         writes = {scope for scope, level in granted.items() if level != "read"}
-        # Only the preview writes anything: its comment on the pull request.
-        assert writes == ({"pull-requests"} if job_name == "preview" else set()), (job_name, granted)
+        # Only the comment job writes anything: the preview's comment on the pull request.
+        assert writes == ({"pull-requests"} if job_name == "comment" else set()), (job_name, granted)
         checkouts = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
-        assert checkouts, job_name
+        assert bool(checkouts) == (job_name != "comment"), job_name
         for step in checkouts:
             assert step["with"]["persist-credentials"] is False, (job_name, step)
+
+
+def test_gitops_preview_runs_the_pull_request_with_a_read_only_token_and_a_separate_job_posts_it():
+    jobs = _workflow("pulumi.yml")["jobs"]
+    preview, comment = jobs["preview"], jobs["comment"]
+    # The job that runs the pull request's program (pulumi preview, uv sync) holds no write token.
+    assert preview["permissions"] == {"contents": "read"}
+    assert any(s.get("uses", "").startswith("pulumi/actions@") for s in preview["steps"])
+    assert not any(s.get("with", {}).get("comment-on-pr") for s in preview["steps"])
+    (upload,) = [s for s in preview["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    # The job that writes runs after it, and runs nothing of the pull request's: no checkout, no uv, no pulumi, no
+    # secret; only the artifact's text reaches it.
+    assert comment["needs"] == "preview" and comment["if"] == "github.event_name == 'pull_request'"
+    assert comment["permissions"] == {"pull-requests": "write"}
+    assert "environment" not in comment and _secrets(comment) == set()
+    assert [s["uses"].split("@")[0] for s in comment["steps"] if "uses" in s] == ["actions/download-artifact"]
+    (download,) = [s for s in comment["steps"] if "uses" in s]
+    assert download["with"]["pattern"] == upload["with"]["name"].replace("${{ matrix.stack }}", "*")
+    lines = [line.strip() for s in comment["steps"] if "run" in s for line in s["run"].splitlines()]
+    commands = {line.split()[0] for line in lines if line and not line.startswith("#")}
+    commands = {word for word in commands if "=" not in word}  # assignments aside
+    assert commands == {"for", "printf", "done", "head", "gh"}, commands
+    assert any(line.startswith("gh pr comment ") for line in lines)
 
 
 def test_gitops_secrets_are_environment_secrets_and_pull_requests_reach_only_the_preview_environment():
@@ -291,6 +314,7 @@ def test_gitops_secrets_are_environment_secrets_and_pull_requests_reach_only_the
     jobs = workflow["jobs"]
     assert {name: job.get("environment") for name, job in jobs.items()} == {
         "preview": "preview",
+        "comment": None,
         "up-dev": "dev",
         "up-prod": "production",
     }
@@ -339,7 +363,9 @@ def test_gitops_preview_takes_the_policy_settings_from_the_base_branch_and_codeo
         if line.strip() and not line.startswith("#"):
             pattern, *owners = line.split()
             rules[pattern] = owners
-    assert set(rules) == {f"/{project}/policy/", "/.github/"} and all(rules.values()), rules
+    # The policy settings, the pins of the code that runs the rules and the program, and the workflows.
+    assert set(rules) == {f"/{project}/policy/", "/pyproject.toml", "/uv.lock", "/.github/"}, rules
+    assert all(rules.values()), rules
     readme = " ".join((EXAMPLES / "gitops" / "README.md").read_text().split())
     assert "Require review from Code Owners" in readme
 

@@ -115,14 +115,64 @@ def test_api_keys_setting_is_validated_and_reset_restores_the_start_keys(emulato
             emulator.control.configure(api_keys=bad)
         assert err.value.status == 400
         assert err.value.param == "api_keys"
-    assert emulator.control.configure(api_keys=[BOB, BOB, CI])["api_keys"] == [BOB, CI]
+    assert emulator.control.configure(api_keys=[BOB, BOB, CI])["api_keys"] == [
+        key_digest(BOB),
+        key_digest(CI),
+    ]
     emulator.control.reset()
     assert emulator.control.settings()["api_keys"] == []
     with EmulatorServer(api_keys=[ALICE, BOB]) as server, server.control() as control:
+        control.configure(api_keys=[CI])
         control.reset()
-        assert control.settings()["api_keys"] == [ALICE, BOB]
-        with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {CI}"}) as http:
-            assert http.get(RESOURCES).status_code == 401
+        assert control.settings()["api_keys"] == [key_digest(ALICE), key_digest(BOB)]
+        for key, status in ((CI, 401), (ALICE, 200), (BOB, 200)):
+            with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}) as http:
+                assert http.get(RESOURCES).status_code == status
+
+
+def _every_control_answer(control: EmulatorControl, patched: dict) -> str:
+    """The text of every answer of the control API that reads something back (and of the PATCH that set the
+    keys), after requests were sent with them."""
+    http = control._http
+    answers = [http.patch("/settings", json=patched)]
+    answers += [
+        http.get(path) for path in ("/settings", "/state", "/requests", "/faults", "/list-extras", "/clock")
+    ]
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    return "\n".join(a.text for a in answers)
+
+
+def test_the_control_api_shows_a_key_as_its_digest_and_never_any_part_of_it(emulator):
+    # The control API has no authentication: whoever reaches it must not learn a key, whole or in part.
+    keys = {"api_key": "tk-OWNER-qrstuvwxyz-SECRET", "api_keys": ["tk-MEMBER-mnopqrsuvw-SECRET"]}
+    emulator.control.add_fault(
+        method="GET", path=f"^{RESOURCES}$", status=503, times=1, keys=[key_digest(ALICE)]
+    )
+    text = _every_control_answer(emulator.control, keys)
+    for key in (keys["api_key"], *keys["api_keys"]):
+        with _client(emulator, key) as http:
+            assert http.post(RESOURCES, json={"base_model": SMALL_MODEL}).status_code == 200
+    text += _every_control_answer(emulator.control, keys)
+
+    settings = emulator.control.settings()
+    assert (settings["api_key"], settings["api_keys"]) == (
+        key_digest(keys["api_key"]),
+        [key_digest(k) for k in keys["api_keys"]],
+    )
+    assert sorted(emulator.control.state()["created_with"].values()) == sorted(
+        key_digest(k) for k in (keys["api_key"], *keys["api_keys"])
+    )
+    for key in (keys["api_key"], *keys["api_keys"]):
+        parts = {key[i : i + 6] for i in range(len(key) - 5)}
+        assert [p for p in parts if p in text] == [], key
+
+
+def test_a_fault_rule_takes_key_digests_only_so_its_listing_shows_no_key(emulator):
+    with pytest.raises(EmulatorControlError) as err:
+        emulator.control.add_fault(status=503, keys=[ALICE])
+    assert (err.value.status, err.value.param) == (400, "keys")
+    assert ALICE not in str(err.value)
+    assert emulator.control.faults() == []
 
 
 def test_a_fault_rule_can_be_aimed_at_some_of_the_keys(emulator):

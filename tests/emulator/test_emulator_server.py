@@ -225,6 +225,45 @@ def test_cli_prints_the_base_url_first_serves_and_exits_cleanly_on_sigterm():
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+def _exposure_warning(host: str, port: int) -> str:
+    return (
+        f"warning: the emulator listens on {host} port {port}, not only on loopback: its control API "
+        "(/_emulator) has no authentication, and anyone who can reach it can read the state and the request log, "
+        "change the settings and add API keys. Listen on 127.0.0.1 unless others must reach it.\n"
+    )
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1", "localhost"])
+def test_cli_warns_on_stderr_when_it_listens_beyond_loopback(host):
+    proc = _cli("--host", host, "--port", "0")
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        url = proc.stdout.readline().strip()
+        port = int(url.rsplit(":", 1)[1])
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+            assert http.get("/_emulator/settings").status_code == 200  # serving: its startup lines are out
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        stderr = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if host == "0.0.0.0":
+        assert stderr == _exposure_warning("0.0.0.0", port)
+    else:
+        assert "warning" not in stderr and stderr == ""
+
+
+def test_server_in_a_thread_warns_too_when_it_listens_beyond_loopback(capsys):
+    with EmulatorServer(host="0.0.0.0") as server:
+        port = server.port
+    assert capsys.readouterr().err == _exposure_warning("0.0.0.0", port)
+    with EmulatorServer():
+        pass
+    assert capsys.readouterr().err == ""
+
+
 _SIGTERM_AT_FIRST_LINE = """
 import os, signal, sys
 from pulumi_together_rl.emulator import __main__ as cli

@@ -34,7 +34,9 @@ A team's keys: ``api_key`` plus ``api_keys`` are accepted (any non-empty key whe
 keys of the one user ``user_id``, so every key sees every object as ``created_by=me``. Only the control API tells
 them apart, by ``key_digest(key)`` (``key-`` + 16 hex digits of its SHA-256, never the key): ``created_with`` in
 ``GET /_emulator/state`` (the key of each object's create) and ``key`` in each request log entry (the key that
-sent it, e.g. a stop).
+sent it, e.g. a stop). A settings patch takes keys (how a test makes a team's keys); every answer, the settings
+included, shows digests only. The control API has no authentication: on a host other than loopback the emulator
+says so on stderr, since anyone who reaches it can read the state and add keys.
 
 Choices where the public documentation is silent
 ------------------------------------------------

@@ -88,7 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to listen on; beyond loopback, anyone who reaches it can use the control API (no "
+        "authentication: read the state, add API keys)",
+    )
     p.add_argument(
         "--port",
         type=_int_in(0, 65535),
@@ -199,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import uvicorn
 
         from .app import EmulatorApp
-        from .server import base_url_of, bind_socket, uvicorn_config
+        from .server import base_url_of, bind_socket, uvicorn_config, warn_if_exposed
     except ModuleNotFoundError as exc:
         if exc.name not in EXTRA_MODULES:
             raise
@@ -219,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"emulator: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
+    warn_if_exposed(sock)
 
     class _Server(uvicorn.Server):
         # We install our own handlers: uvicorn's would re-raise the signal after shutdown (exit status -15).

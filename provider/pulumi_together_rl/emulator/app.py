@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .errors import CapReached, Conflict, DomainError, InvalidRequest, NotFound
 from .faults import FaultBook, FaultMiddleware, RequestLog, bearer_key, envelope, error_type_for
 from .records import CheckpointRecord, ModelResourceRecord, Page, TrainingSessionRecord, iso
-from .settings import key_digest
+from .settings import key_digest, shown_settings
 from .state import EmulatorState
 from .tables import WANDB_KEYS
 
@@ -538,11 +538,11 @@ def _control_router(emu: EmulatorApp) -> APIRouter:
 
     @control.get("/settings")
     async def get_settings() -> Any:
-        return state.settings
+        return shown_settings(state.settings)
 
     @control.patch("/settings")
     async def patch_settings(request: Request) -> Any:
-        return state.update_settings((await _body(request)).data)
+        return shown_settings(state.update_settings((await _body(request)).data))
 
     @control.get("/clock")
     async def clock() -> Any:

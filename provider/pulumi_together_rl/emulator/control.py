@@ -68,10 +68,11 @@ class EmulatorControl:
         self._call("POST", "/reset")
 
     def settings(self) -> dict[str, Any]:
+        """The settings, ``api_key`` and ``api_keys`` as their :func:`key_digest` (never the keys)."""
         return self._call("GET", "/settings")
 
     def configure(self, **settings: Any) -> dict[str, Any]:
-        """PATCH the settings (``timings`` merge key by key). Returns the full new settings."""
+        """PATCH the settings (``timings`` merge key by key). Returns the full new settings, keys as digests."""
         return self._call("PATCH", "/settings", json=settings)
 
     def now(self) -> datetime:

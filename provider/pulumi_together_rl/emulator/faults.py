@@ -50,7 +50,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .errors import InvalidRequest
-from .settings import key_digest
+from .settings import KEY_DIGEST, key_digest
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -199,10 +199,16 @@ class FaultRule:
         if self.duration is not None and (not is_num(self.duration) or self.duration <= 0):
             raise InvalidRequest("duration must be a number of seconds > 0, or null.", param="duration")
         _check_regex("armed_by", self.armed_by)
+        # Digests only: a rule is read back by GET /faults, and a key written there would be shown to anyone.
         if self.keys is not None and (
-            not isinstance(self.keys, list) or not all(isinstance(k, str) and k for k in self.keys)
+            not isinstance(self.keys, list)
+            or not all(isinstance(k, str) and KEY_DIGEST.fullmatch(k) for k in self.keys)
         ):
-            raise InvalidRequest("keys must be a list of key digests, or null for any key.", param="keys")
+            raise InvalidRequest(
+                "keys must be a list of key digests (key_digest(key): 'key-' and 16 hex digits), or null for "
+                "any key.",
+                param="keys",
+            )
         if self.act_then_fail and self.status is None and not self.drop_connection:
             raise InvalidRequest("act_then_fail needs a status or drop_connection.", param="act_then_fail")
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -28,6 +30,21 @@ def bind_socket(host: str, port: int) -> socket.socket:
         raise
     sock.set_inheritable(True)
     return sock
+
+
+def warn_if_exposed(sock: socket.socket) -> None:
+    """One line on stderr when ``sock`` listens on more than loopback: the control API has no authentication, so
+    whoever reaches the port reads the state and the request log, changes the settings and adds API keys."""
+    host, port = sock.getsockname()[:2]
+    if ipaddress.ip_address(host).is_loopback:
+        return
+    print(
+        f"warning: the emulator listens on {host} port {port}, not only on loopback: its control API "
+        "(/_emulator) has no authentication, and anyone who can reach it can read the state and the request log, "
+        "change the settings and add API keys. Listen on 127.0.0.1 unless others must reach it.",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def base_url_of(sock: socket.socket) -> str:
@@ -97,6 +114,7 @@ class EmulatorServer:
         if self._thread is not None:
             return self
         self._sock = bind_socket(self.host, self._requested_port)
+        warn_if_exposed(self._sock)
         self._address = (base_url_of(self._sock), int(self._sock.getsockname()[1]))
         self._server = uvicorn.Server(uvicorn_config(self.app, log_level=self._log_level))
         self._thread = threading.Thread(

@@ -7,7 +7,8 @@ A state's duration is read from the settings' ``timings`` when the transition is
 Keys: ``api_key`` and ``api_keys`` are the bearer keys accepted (any non-empty key when both are unset), all of
 them keys of the one user ``user_id`` (a team's keys of one project: every key sees every object as
 ``created_by=me``). Which key made an object, and which key sent a request, is known to the control API only,
-as :func:`key_digest` (never the key itself).
+as :func:`key_digest` (never the key itself). The control API takes keys in a settings patch (how a test makes a
+team's keys) but answers them as digests too (:func:`shown_settings`): it has no authentication.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import re
 from typing import Any
 
 from .errors import InvalidRequest
@@ -59,6 +61,19 @@ def key_digest(key: str) -> str:
     """What the control API says of a key (``key-`` and 16 hex digits of its SHA-256): enough to tell a team's
     keys apart in the state and the request log, never the key itself."""
     return "key-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+KEY_DIGEST = re.compile(r"key-[0-9a-f]{16}")
+"""The shape of every :func:`key_digest`."""
+
+
+def shown_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings as the control API answers them: ``api_key`` and ``api_keys`` as their :func:`key_digest`.
+    Anyone who can reach the emulator can read its control API, and a test knows the keys it set."""
+    out = copy.deepcopy(settings)
+    out["api_key"] = None if settings["api_key"] is None else key_digest(settings["api_key"])
+    out["api_keys"] = [key_digest(key) for key in settings["api_keys"]]
+    return out
 
 
 def _is_number(value: Any) -> bool:
