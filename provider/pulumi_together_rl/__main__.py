@@ -136,18 +136,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub.set_defaults(handler=_orphans, parser=sub)
     entries = commands.add_parser(
         "journal",
-        help="list the create journal's unfinished entries, or dismiss one an ambiguous take-over named",
+        help="list the create journal's entries, dismiss one an ambiguous take-over named, or drop entries",
         description=(
             "List the unfinished entries of this machine's create journal (creates in flight, or left by an "
-            "interrupted `pulumi up`). `journal dismiss ENTRY` records that none of the objects an ambiguous "
-            "take-over of that entry found is its declaration's: the next `pulumi up` creates a new one, and "
-            "the entry stays a rival to every other create, so that none takes those objects either."
+            "interrupted `pulumi up`; with --all, the done records too). `journal dismiss ENTRY` records that none "
+            "of the objects an ambiguous take-over of that entry found is its declaration's: the next `pulumi up` "
+            "creates a new one, and the entry stays a rival to every other create, so that none takes those "
+            "objects either. `journal prune ENTRY...` removes the named entries (any state) that no running "
+            "`pulumi up` holds: the record that an id is claimed goes with it, so check what it names first."
         ),
     )
-    entries.add_argument("action", nargs="?", choices=["list", "dismiss"], default="list")
+    entries.add_argument("action", nargs="?", choices=["list", "dismiss", "prune"], default="list")
     entries.add_argument(
-        "entry", nargs="*", metavar="ENTRY", help="with dismiss: the entry (its file name, or a prefix)"
+        "entry",
+        nargs="*",
+        metavar="ENTRY",
+        help="with dismiss or prune: the entry (its file name, or a prefix of it)",
     )
+    entries.add_argument("--all", action="store_true", help="with list: the done records too")
     entries.set_defaults(handler=_journal, parser=entries)
     pack = commands.add_parser(
         "policy-pack",
@@ -219,37 +225,61 @@ def _orphans(args: argparse.Namespace) -> int:
 def _journal(args: argparse.Namespace) -> int:
     from . import journal
 
-    found = [e for e in journal.entries() if e.state != "done"]
+    try:
+        everything = journal.entries()
+    except journal.Refused as exc:
+        print(f"error: reading the create journal: {exc.cause}. {exc.todo}.", file=sys.stderr)
+        return 1
+    found = [e for e in everything if e.state != "done"]
     if args.action == "list":
         if args.entry:
             args.parser.error("list takes no ENTRY")
-        for entry in found:
+        shown = everything if args.all else found
+        for entry in shown:
             print(
                 f"{entry.path.stem}  {entry.state:<9}  {entry.kind:<16}  {entry.owner or '(no declaration)'}  "
                 f"{entry.started.strftime('%Y-%m-%d %H:%M:%S UTC')}  {entry.id or '-'}"
+                + (f"  backend {entry.backend_location}" if entry.backend_location else "")
                 + ("  (in flight)" if entry.in_flight() else "")
                 + (f"  {entry.note}" if entry.note else "")
             )
-        print(f"{len(found)} unfinished entr{'y' if len(found) == 1 else 'ies'} in {journal.directory()}")
+        what = "entr" + ("y" if len(shown) == 1 else "ies")
+        print(f"{len(shown)} {'' if args.all else 'unfinished '}{what} in {journal.directory()}")
         return 0
     if not args.entry:
-        args.parser.error("dismiss takes the ENTRY an error named")
+        args.parser.error(f"{args.action} takes the ENTRY to {args.action}")
+    doing = "dismissing" if args.action == "dismiss" else "dropping"
+    pool = found if args.action == "dismiss" else everything
     status = 0
     for name in args.entry:
-        matching = [e for e in found if e.path.stem.startswith(name.removesuffix(".json"))]
+        matching = [e for e in pool if e.path.stem.startswith(name.removesuffix(".json"))]
+        which = "unfinished entries" if args.action == "dismiss" else "entries"
         if len(matching) != 1:
-            print(f"error: dismissing journal entry {name}: {len(matching)} unfinished entries match it. "
-                  "Run `python -m pulumi_together_rl journal` to list them", file=sys.stderr)  # fmt: skip
+            print(f"error: {doing} journal entry {name}: {len(matching)} {which} match it. Run "
+                  f"`python -m pulumi_together_rl journal list{' --all' if args.action == 'prune' else ''}` to "
+                  "list them", file=sys.stderr)  # fmt: skip
             status = 1
-        elif not matching[0].claim():
-            print(f"error: dismissing journal entry {name}: a running `pulumi up` holds it. Let it finish, "
+            continue
+        entry = matching[0]
+        try:
+            claimed = entry.claim()
+            if claimed and args.action == "dismiss":
+                entry.dismiss()
+            elif claimed:
+                entry.drop()
+        except journal.Refused as exc:
+            print(f"error: {doing} journal entry {name}: {exc.cause}. {exc.todo}", file=sys.stderr)
+            status = 1
+            continue
+        if not claimed:
+            print(f"error: {doing} journal entry {name}: a running `pulumi up` holds it. Let it finish, "
                   "then run this again", file=sys.stderr)  # fmt: skip
             status = 1
+        elif args.action == "dismiss":
+            print(f"dismissed {entry.path.stem}: the next `pulumi up` of {entry.owner} creates a new one")
         else:
-            matching[0].dismiss()
-            print(
-                f"dismissed {matching[0].path.stem}: the next `pulumi up` of {matching[0].owner} creates a new one"
-            )
+            held = f"; nothing records that {entry.id} is claimed any more" if entry.id else ""
+            print(f"dropped {entry.path.stem} ({entry.state}, {entry.kind} of {entry.owner}){held}")
     return status
 
 

@@ -481,6 +481,18 @@ class Entry:
             self._write()
         self.release()
 
+    def drop(self) -> None:
+        """The user's word (``journal prune``): remove the entry, whatever it records. Raises
+        :class:`Unwritable` when it cannot be removed."""
+        try:
+            for path in (self.path, self.lock_path):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        except OSError as exc:
+            raise Unwritable(self.path.parent, exc) from exc
+        finally:
+            self.release()
+
     def discard(self) -> None:
         """Nothing is left billing: remove the entry (only its holder does)."""
         with contextlib.suppress(FileNotFoundError):

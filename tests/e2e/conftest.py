@@ -19,14 +19,21 @@ def cli_stack(emulator, tmp_path, pulumi_bin, request):
     made: list[CLIStack] = []
 
     def make(
-        project, *, face: Face = DYNAMIC, like: CLIStack | None = None, beside: CLIStack | None = None, **env
+        project,
+        *,
+        face: Face = DYNAMIC,
+        like: CLIStack | None = None,
+        beside: CLIStack | None = None,
+        name: str | None = None,
+        **env,
     ) -> CLIStack:
         """A stack of ``project`` (a path, or a scenario name that ``face`` maps to its program); ``like``: the
         same stack (name, backend, home, journal) run from another program, as a user's change of program;
-        ``beside``: another stack in that stack's backend (a team's, where a ``StackReference`` reads it)."""
+        ``beside``: another stack in that stack's backend (a team's, where a ``StackReference`` reads it);
+        ``name``: the stack's name (a namesake of another backend's stack)."""
         program = face.project(project) if isinstance(project, str) else project
         where = like.tmp if like is not None else tmp_path / f"stack{len(made)}"
-        name = like.name if like is not None else None
+        name = like.name if like is not None else name
         backend = beside.backend if beside is not None else None
         stack = CLIStack(
             program, where, emulator, bin_dir=pulumi_bin, face=face, name=name, backend=backend, **env

@@ -164,6 +164,34 @@ def test_a_killed_cli_that_nobody_reaps_is_gone_to_its_provider(cli_stack, emula
     assert stack.resources()["sweep-gpu"]["id"] == made["id"]
 
 
+def test_a_namesake_stack_in_another_backend_never_takes_the_gpu_an_interrupted_up_left(
+    cli_stack, emulator, tmp_path, face
+):
+    """A developer's local backend next to the team's, one machine, one journal, the same project, stack and
+    resource names: the team stack's `up` is killed while its GPU provisions; the local namesake's `up` makes its
+    own GPU; the team stack's next `up` takes its own over."""
+    shared = str(tmp_path / "one-machine-state")
+    emulator.control.configure(timings={"resource_pending": 15.0})
+    team = cli_stack("sweep", face=face, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
+    local = cli_stack("sweep", face=face, name=team.name, TOGETHER_RL_STATE_DIR=shared)
+    local.init({"sessions": 1, "loraRanks": [8]})
+    assert local.backend != team.backend and local.name == team.name
+
+    kill_provider_during(team, emulator)
+    [made] = resources(emulator)
+    emulator.control.configure(timings={"resource_pending": 0.0})
+
+    result = local.up()
+    assert "taking it over" not in result.output
+    theirs = local.resources()["sweep-gpu"]["id"]
+    assert theirs != made["id"] and len(resources(emulator)) == 2
+
+    team.up()
+    assert team.resources()["sweep-gpu"]["id"] == made["id"]  # its own, taken over
+    assert {o["id"] for o in active(emulator)["model_resources"]} == {made["id"], theirs}
+    local.preview("--expect-no-changes")
+
+
 def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulator, tmp_path, face):
     """Stack A is killed while its POST is in flight (its entry has no id); stack B, same machine and request,
     creates meanwhile. A's re-run finds its own by a strict unique match: B's is claimed by B's record."""

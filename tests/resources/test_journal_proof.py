@@ -1,0 +1,147 @@
+"""What an entry proves, and what it does not: the by-id take-over holds the object against the declaration, a
+namesake stack in another backend never takes what this one's interrupted create made, an entry that recorded no
+backend is named instead of taken, and an id the journal could not record after the POST is never called
+"nothing was created". Against the emulator over loopback, with real files (a full tmpfs for the full disk)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from pulumi_together_rl import journal
+from pulumi_together_rl.client.models import ModelResourceCreateRequest
+from pulumi_together_rl.messages import UserError
+
+from .test_create_journal import REQUEST, RESOURCES, active, left_entry, made_elsewhere
+
+
+def stops(rig) -> list[str]:
+    return [r["path"] for r in rig.control.requests() if r["path"].endswith("/stop")]
+
+
+def test_an_entry_naming_an_object_that_is_not_what_is_declared_is_refused_naming_both(rig):
+    """A planted entry (our declaration and request, a colleague's id): the colleague's smaller GPU is not taken."""
+    theirs = made_elsewhere(rig, request=ModelResourceCreateRequest(base_model="Qwen/Qwen3-0.6B"))
+    entry = left_entry(rig, REQUEST, ident=theirs.id)
+    rig.control.clear_requests()
+
+    with pytest.raises(UserError) as refused:
+        rig.create_resource()
+
+    sentence = str(refused.value)
+    assert sentence.startswith(
+        f"creating model resource ({theirs.id}): the create journal entry {entry.path}"
+    )
+    assert "base_model (declared 'Qwen/Qwen3.5-4B', actual 'Qwen/Qwen3-0.6B')" in sentence
+    assert f"journal prune {entry.path.stem}" in sentence
+    assert rig.posts(RESOURCES) == [] and stops(rig) == []  # nothing made, nothing stopped
+    assert active(rig, "model_resources") == [theirs.id]
+
+
+def test_a_namesake_stack_in_another_backend_never_takes_what_this_ones_create_made(rig, monkeypatch):
+    """Two stacks of the same organization, project, stack and resource names, in two file backends of one
+    machine: the first's create was interrupted with its id; the second's create makes its own."""
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "file:///srv/team-state")
+    made = made_elsewhere(rig)
+    left_entry(rig, REQUEST, ident=made.id)
+
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "file:///home/dev/.pulumi-local")
+    rig.control.clear_requests()
+    namesake = rig.create_resource()
+    assert namesake.id != made.id and len(rig.posts(RESOURCES)) == 1
+    assert set(active(rig, "model_resources")) == {made.id, namesake.id}
+
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "file:///srv/team-state")
+    rig.control.clear_requests()
+    again = rig.create_resource()
+    assert again.id == made.id and rig.posts(RESOURCES) == []  # its own backend's run takes it over
+
+
+def test_an_entry_of_the_release_before_which_recorded_no_backend_is_named_never_taken(rig):
+    made = made_elsewhere(rig)
+    entry = left_entry(rig, REQUEST, ident=made.id)
+    data = json.loads(entry.path.read_text())
+    data.update(version=2)
+    del data["backend"], data["backend_location"]
+    entry.path.write_text(json.dumps(data))
+    rig.control.clear_requests()
+
+    with pytest.raises(UserError) as named:
+        rig.create_resource()
+
+    sentence = str(named.value)
+    assert (
+        f"run by an earlier release that did not record the stack's backend, made {made.id} (READY)"
+        in sentence
+    )
+    assert f"set adopt_id to {made.id}" in sentence and f"journal dismiss {entry.path.stem}" in sentence
+    assert rig.posts(RESOURCES) == [] and stops(rig) == []
+
+
+@pytest.fixture
+def small_disk(tmp_path, monkeypatch):
+    """The journal on a 1 MiB tmpfs of its own, and a way to fill it."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount)], check=True)
+    monkeypatch.setenv("TOGETHER_RL_STATE_DIR", str(mount))
+
+    def fill() -> None:
+        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            for size in (65536, 4096, 1):
+                while True:
+                    try:
+                        os.write(fd, b"\0" * size)
+                    except OSError:
+                        break
+        finally:
+            os.close(fd)
+
+    try:
+        yield fill
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_disk_that_fills_after_the_post_never_says_nothing_was_created(rig, small_disk, capsys):
+    """The POST is slow; the disk fills while it is in flight; the answer cannot be recorded. The create goes
+    on: the id reaches the engine with the answer, and a line says what the journal could not do."""
+    rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=1.5, times=1)
+
+    def fill_once_sent() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if any(e.sends for e in journal.entries(warn=None)):
+                small_disk()
+                return
+            time.sleep(0.02)
+
+    filler = threading.Thread(target=fill_once_sent)
+    filler.start()
+    created = rig.create_resource()
+    filler.join()
+
+    err = capsys.readouterr().err
+    assert "nothing was created" not in err
+    assert (
+        f"warning: model resource {created.id}: created, but the create journal could not record its id"
+        in err
+    )
+    assert "No space left on device" in err
+    assert active(rig, "model_resources") == [created.id] and stops(rig) == []  # READY, kept, in the answer
+
+
+def test_a_full_disk_before_the_post_sends_nothing(rig, small_disk):
+    small_disk()
+    rig.control.clear_requests()
+    with pytest.raises(UserError) as refused:
+        rig.create_resource()
+    assert "cannot be written (No space left on device)" in str(refused.value)
+    assert str(refused.value).rstrip(".").endswith("nothing was created")
+    assert rig.posts(RESOURCES) == []
