@@ -51,7 +51,11 @@ DYNAMIC = Face(
     config="together",
     type_prefix="pulumi-python:dynamic/together:",
     process_mark=b"pulumi.dynamic",
-    projects={"sweep": ROOT / "examples" / "sweep", "on-demand": ROOT / "examples" / "on-demand"},
+    projects={
+        "sweep": ROOT / "examples" / "sweep",
+        "on-demand": ROOT / "examples" / "on-demand",
+        "secret-names": PROJECTS / "secret-names",
+    },
 )
 
 PLUGIN = Face(
@@ -63,6 +67,7 @@ PLUGIN = Face(
         "sweep": PROJECTS / "sweep-yaml",
         "yaml": ROOT / "examples" / "yaml",
         "on-demand": PROJECTS / "on-demand-yaml",
+        "secret-names": PROJECTS / "secret-names-yaml",
     },
     needs_yaml_host=True,
     camel_case=True,

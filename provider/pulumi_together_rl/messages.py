@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -42,6 +42,8 @@ class UserError(Exception):
     ``kind`` may be empty (``connecting to the Together API: ...``)."""
 
     def __init__(self, doing: str, kind: str, ident: str | None, cause: str, todo: str = "") -> None:
+        # Secret inputs never reach the sentence (see :func:`hiding`), whichever part names them.
+        ident, cause, todo = (hide(part) if part else part for part in (ident, cause, todo))
         self.doing, self.kind, self.ident, self.cause, self.todo = doing, kind, ident, cause, todo
         where = f" ({ident})" if ident else ""
         subject = f"{doing} {kind}".strip()
@@ -470,6 +472,49 @@ def _escape(char: str) -> str:
     return _NAMED_ESCAPES.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
 
 
+SECRET = "[secret]"
+"""How a line or a sentence shows the value of an input that arrived secret."""
+
+_hidden: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "pulumi_together_rl_hidden", default=()
+)
+
+HIDDEN_MIN = 4
+"""The shortest value :func:`hide` looks for: a shorter secret would blank out pieces of ordinary words, so where a
+short one could be printed (the subject of a create) it is replaced at the source."""
+
+PREFIX_MIN = 8
+"""The shortest beginning of a hidden value that :func:`hide` also hides: ids are quoted by their first 8
+characters (``3f2a9c1e…``)."""
+
+
+@contextlib.contextmanager
+def hiding(values: Iterable[str]) -> Iterator[None]:
+    """Inside (this context and the threads it hands its context to): every line :func:`progress_line` writes and
+    every :class:`UserError` shows ``values`` (the secret inputs of an operation) as :data:`SECRET`, whole or by
+    a beginning of :data:`PREFIX_MIN` characters or more."""
+    extra = tuple(v for v in values if isinstance(v, str) and len(v) >= HIDDEN_MIN)
+    token = _hidden.set(_hidden.get() + extra)
+    try:
+        yield
+    finally:
+        _hidden.reset(token)
+
+
+def hide(text: str) -> str:
+    """``text`` with every value of :func:`hiding` (and every beginning of one that is at least
+    :data:`PREFIX_MIN` long) replaced by :data:`SECRET`."""
+    values = _hidden.get()
+    if not values:
+        return text
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, SECRET)
+        for end in range(len(value) - 1, PREFIX_MIN - 1, -1):
+            if value[:end] in text:
+                text = text.replace(value[:end], SECRET)
+    return text
+
+
 _output_lock = threading.Lock()
 
 Sink = Callable[[str, bool], None]
@@ -496,7 +541,7 @@ def progress_line(line: str, out: IO[str] | None = None, *, status: bool = False
     Every line goes through :func:`printable` (at most :data:`LOG_LINE_LIMIT` characters): it can hold names,
     ids and messages from the state or the API, and a line is one line. A line for stderr goes to the
     operation's sink where a face set one (:func:`lines_to`); ``status`` marks a wait's progress."""
-    text = printable(line, LOG_LINE_LIMIT)
+    text = printable(hide(line), LOG_LINE_LIMIT)
     sink = _sink.get()
     if sink is not None and (out is None or out is sys.stderr):
         sink(text, status)

@@ -396,6 +396,30 @@ def test_a_secret_in_a_field_that_fails_check_is_not_printed(cli_stack, emulator
     assert writes(emulator) == []
 
 
+def test_a_secret_display_name_is_never_printed_nor_journalled(cli_stack, emulator, face):
+    """A session's display name and W&B run from secret config: a failed create's sentence, the progress lines
+    and the create journal show ``[secret]``, never the value."""
+    name = "customer-acme-churn-eval-7f3c"
+    stack = cli_stack("secret-names", face=face).init()
+    stack.run("config", "set", "--secret", "displayName", name)
+    emulator.control.add_fault(method="POST", path="/v1/rl/training-sessions$", status=400, times=1)
+
+    failed = stack.up(check=False)
+    assert failed.returncode != 0, failed
+    assert "creating training session ([secret]): the API rejected the request (HTTP 400" in failed.output, (
+        failed
+    )
+    done = stack.up()
+    assert [s["display_name"] for s in active(emulator)["training_sessions"]] == [name]  # it was sent
+
+    journal = stack.tmp / "state" / "journal"
+    written = b"".join(p.read_bytes() for p in journal.glob("*.json"))
+    assert written and b"[secret]" in written
+    for text in (failed.output, done.output, stack.preview().output, stack.export()):
+        assert name not in text and name[:8] not in text
+    assert name.encode() not in written
+
+
 def test_a_failed_create_shows_one_sentence_not_a_traceback(cli_stack, emulator, face):
     emulator.control.configure(api_key=emulator.api_key)  # the emulator checks the key from here on
     stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]}, api_key="tk-wrong-key-0000")

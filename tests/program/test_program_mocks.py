@@ -95,6 +95,33 @@ def test_inputs_are_declared_values_only_with_the_session_wired_to_the_resource_
     assert exports["session_resource_ids"] == ["mr-gpu", "mr-gpu"]
 
 
+def test_the_names_of_secret_inputs_are_sent_never_their_values(tmp_path):
+    """The engine hands a dynamic provider secrets in plain text: the program says which inputs were secret."""
+    (tmp_path / "__main__.py").write_text(
+        textwrap.dedent(
+            """
+            import pulumi
+            from pulumi_together_rl import ModelResource, ModelResourceArgs, TrainingSession, TrainingSessionArgs
+
+            gpu = ModelResource("gpu", ModelResourceArgs(base_model="Qwen/Qwen3.5-4B"))
+            TrainingSession(
+                "run",
+                TrainingSessionArgs(
+                    model_resources_id=gpu.id,
+                    display_name=pulumi.Output.secret("customer-acme-eval"),
+                    metadata={"wandb": {"project": pulumi.Output.secret("acme-private")}},
+                ),
+            )
+            """
+        )
+    )
+    mocks = RecordingMocks()
+    run_main(tmp_path, mocks)
+
+    assert "secret_inputs" not in mocks.registered("gpu").inputs  # none secret: nothing sent
+    assert mocks.registered("run").inputs["secret_inputs"] == ["display_name", "metadata"]
+
+
 def test_outputs_from_the_engine_reach_the_program_exports():
     exports, secrets = run_main(PROGRAM, RecordingMocks(), config={"ranks": [4]})
 

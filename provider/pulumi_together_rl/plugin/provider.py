@@ -56,7 +56,7 @@ from pulumi.provider.experimental.provider import (
 
 from .. import config, ours
 from ..messages import Sink, lines_to
-from ..resources.keys import DISPLAY_NAME_MAX, OWNER_KEY, camel
+from ..resources.keys import DISPLAY_NAME_MAX, OWNER_KEY, SECRETS_KEY, camel
 from .package_schema import BY_TOKEN, Kind, schema_text
 from .properties import in_words, path, resource_spec, to_core, to_wire
 
@@ -169,11 +169,17 @@ def core() -> Any:
 
 
 def _plan(kind: Kind, bag: Mapping[str, PropertyValue]) -> tuple[dict[str, Any], set[str]]:
-    return to_core(resource_spec(kind.token), bag)
+    """The bag in the core's names, with the names of its secret inputs where the core looks for them."""
+    plain, secrets = to_core(resource_spec(kind.token), bag)
+    if secrets:
+        plain[SECRETS_KEY] = sorted(secrets)
+    return plain, secrets
 
 
 def _state(kind: Kind, plain: Mapping[str, Any], secrets: set[str]) -> dict[str, PropertyValue]:
-    return to_wire(resource_spec(kind.token), plain, secrets)
+    """The core's dict in the schema's names (the secret markers are the bag's own, not a property)."""
+    kept = {k: v for k, v in plain.items() if k != SECRETS_KEY}
+    return to_wire(resource_spec(kind.token), kept, secrets)
 
 
 def _declared(kind: Kind, urn: str, name: str, news: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from pulumi.dynamic import (
 )
 
 from .. import config
-from .keys import OWNER_KEY
+from .keys import OWNER_KEY, SECRETS_KEY
 
 if TYPE_CHECKING:
     from .schema import Schema
@@ -111,8 +111,22 @@ def declared_props(resource: type, args: Any, resource_name: str) -> dict[str, A
     A class's annotations are its table on the program side; a test holds them equal to the kind's schema."""
     names = [name for name in vars(resource).get("__annotations__", {}) if not name.startswith("_")]
     props: dict[str, Any] = {name: getattr(args, name, None) for name in names}
+    props[SECRETS_KEY] = secret_names({k: v for k, v in props.items() if v is not None})
     props[OWNER_KEY] = declaration_owner(resource_name)
     return props
+
+
+def secret_names(inputs: dict[str, Any]) -> Any:
+    """An ``Output`` of the names of ``inputs`` whose values are secret (:data:`~.keys.SECRETS_KEY`): the engine
+    hands a dynamic provider every value in plain text, so only the program can tell it which ones to keep out
+    of its lines and its journal. A list of names, never a value."""
+    import pulumi
+
+    async def names() -> list[str] | None:
+        found = [key for key, value in inputs.items() if await pulumi.Output.from_input(value).is_secret()]
+        return sorted(found) or None  # none: nothing is sent, as for any unset input
+
+    return pulumi.Output.from_input(names())
 
 
 def declaration_owner(resource_name: str) -> str:

@@ -29,7 +29,7 @@ from pydantic import (
 
 from ..client import errors
 from ..messages import UNPRINTABLE, printable
-from .keys import OWNER_KEY, PROVIDER_KEY, UNKNOWN_SENTINEL
+from .keys import OWNER_KEY, PROVIDER_KEY, SECRETS_KEY, UNKNOWN_SENTINEL
 
 
 class Failure(NamedTuple):
@@ -221,8 +221,9 @@ def validate_inputs(
     Values unknown at preview are left out of validation and put back unchanged; a required property that is
     unknown is fine. On failure the inputs come back as given.
     """
-    props = {k: v for k, v in news.items() if k not in (PROVIDER_KEY, OWNER_KEY) and v is not None}
-    owner = news.get(OWNER_KEY)
+    passed = (PROVIDER_KEY, OWNER_KEY, SECRETS_KEY)  # the faces' own keys, never the user's
+    props = {k: v for k, v in news.items() if k not in passed and v is not None}
+    owner, secret = news.get(OWNER_KEY), news.get(SECRETS_KEY)
     known, unknowns = _split_unknowns(props, ())
     failures: list[Failure] = []
     seen: set[str] = set()
@@ -249,6 +250,8 @@ def validate_inputs(
         target[path[-1]] = value
     if isinstance(owner, str) and owner:
         inputs[OWNER_KEY] = owner
+    if isinstance(secret, list) and secret:
+        inputs[SECRETS_KEY] = secret
     return inputs, failures
 
 

@@ -11,6 +11,13 @@ OWNER_KEY = "owner"
 program, never by the user: the create journal's proof of whose an interrupted create was. Passed through
 ``check`` unvalidated and ignored by ``diff``."""
 
+SECRETS_KEY = "secret_inputs"
+"""The names of the top-level inputs that arrived secret: set by the dynamic face's resource classes from the
+program (which ``Output`` values are secret: the engine hands a dynamic provider every value in plain text) and by
+the plugin face from the request's secret markers. Passed through ``check`` unvalidated, ignored by ``diff``,
+never an output: what lines, failures and the create journal must show as ``[secret]``
+(:mod:`.secrecy`)."""
+
 SPEC_KEY = "model_resource_spec"
 """Set by a training session given ``model_resource=``: that resource's declared ``base_model``,
 ``compute_config`` and ``lora_enabled``, for check to validate against while its id is unknown. Diff never looks

@@ -38,8 +38,9 @@ from ..client import errors
 from ..client.reconcile import AmbiguousCreate, Attribution
 from ..messages import UserError, explain, format_elapsed, log
 from ..waiting import NOTHING, NoAnswerYet, wait_for
-from . import process, watch
+from . import process, secrecy, watch
 from .inputs import OWNER_KEY, Diff, changed_keys, diff_inputs, pick
+from .keys import SECRETS_KEY
 from .schema import Schema
 
 NOT_FOUND_GRACE = 60.0
@@ -88,15 +89,21 @@ def diff(schema: Schema, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Di
 def create(schema: Schema, props: Mapping[str, Any], *, timeout: float | None = None) -> Made:
     """Create (or adopt) what ``props`` (the checked inputs) declare; see the module docstring. ``timeout``:
     Pulumi's ``customTimeouts.create`` where a face receives it (the plugin), over ``create_timeout``."""
-    inputs = pick(props, schema.input_keys)
+    with secrecy.hidden(props):
+        return _create(schema, props, timeout)
+
+
+def _create(schema: Schema, props: Mapping[str, Any], timeout: float | None) -> Made:
+    inputs = pick(props, (*schema.input_keys, SECRETS_KEY))
     limit = _limit(schema.create_timeout, inputs.get("create_timeout"), timeout, "create")
     if inputs.get("adopt_id"):
         return _adopt(schema, inputs, limit)
-    subject = schema.subject(inputs)
+    subject = schema.subject(secrecy.shown(props))
     client = process.api_client("creating", schema.name, subject)
     request = schema.to_request(inputs)
+    body = secrecy.redacted(request.to_wire(), props)  # what the journal may hold of it
     try:
-        entry = journal.begin(schema.name, client.base_url, request.to_wire(), inputs.get(OWNER_KEY))
+        entry = journal.begin(schema.name, client.base_url, body, inputs.get(OWNER_KEY))
     except journal.Refused as exc:
         raise UserError(
             "creating", schema.name, subject, exc.cause, f"{exc.todo}; nothing was created"
@@ -453,7 +460,7 @@ def _settle_adopted(schema: Schema, client: Any, inputs: Mapping[str, Any], iden
     declaration that got no answer (an ambiguity it was told to settle this way). Their windows must never hand a
     look-alike to a later create of the declaration once the adopted object is gone. Entries with an id stay:
     that id is proven this declaration's, and a later create takes it over if it is still there."""
-    body = schema.to_request(inputs).to_wire()
+    body = secrecy.redacted(schema.to_request(inputs).to_wire(), inputs)
     for old in journal.interrupted(schema.name, client.base_url, body, inputs.get(OWNER_KEY)):
         if not old.id and old.claim():
             old.discard()
@@ -491,6 +498,11 @@ def _wait_target(schema: Schema, client: Any, first: Any, limit: tuple[float, st
 
 def read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
     """The object as it is now (None: gone, so the next ``up`` recreates it); see the module docstring."""
+    with secrecy.hidden(props):
+        return _read(schema, ident, props)
+
+
+def _read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
     client = process.api_client("reading", schema.name, ident)
     try:
         # One list answers every read of a refresh; a GET only for what it does not show.
@@ -543,6 +555,11 @@ def _get_young(schema: Schema, client: Any, ident: str, props: Mapping[str, Any]
 
 def update(schema: Schema, ident: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> dict[str, Any]:
     """The new state: the kind's PATCH of what changed in place, or (provider options only) no call at all."""
+    with secrecy.hidden(news):
+        return _update(schema, ident, olds, news)
+
+
+def _update(schema: Schema, ident: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> dict[str, Any]:
     immutable = changed_keys(olds, news, schema.replace_on_changes)
     if immutable:
         raise UserError("updating", schema.name, ident, f"{', '.join(immutable)} cannot change in place", f"Replace the {schema.name}")  # fmt: skip
@@ -578,6 +595,11 @@ def _keep_failed(schema: Schema, exc: Exception) -> str:
 def delete(schema: Schema, ident: str, props: Mapping[str, Any], *, timeout: float | None = None) -> None:
     """Stop and wait until the object holds nothing; 404 or already ended = done; see the module docstring.
     ``timeout``: Pulumi's ``customTimeouts.delete`` where a face receives it, over ``delete_timeout``."""
+    with secrecy.hidden(props):
+        _delete(schema, ident, props, timeout)
+
+
+def _delete(schema: Schema, ident: str, props: Mapping[str, Any], timeout: float | None) -> None:
     name, collection = schema.name, schema.collection
     force = schema.force(props)
     client = process.api_client("deleting", name, ident)

@@ -37,6 +37,7 @@ from .model_resource_schema import (
     price_text,
     to_request,
 )
+from .secrecy import hiding_check
 
 KIND = "model resource"
 PATH = "/v1/rl/model-resources"
@@ -44,6 +45,7 @@ REMOTE_CHECK_KEYS = (*REPLACE_ON_CHANGES, "adopt_id")
 """A new resource, or a change of one of these, asks the API again."""
 
 
+@hiding_check
 def check(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[dict[str, Any], list[Failure]]:
     """(checked inputs, failures): the shapes, then what the API says (see the module docstring)."""
     declared = {k: v for k, v in news.items() if k not in ESTIMATE_KEYS}  # check's own, never declared

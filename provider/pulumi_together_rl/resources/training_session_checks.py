@@ -34,6 +34,7 @@ from .inputs import (
     validate_inputs,
 )
 from .keys import DISPLAY_NAME_MAX, SPEC_KEY
+from .secrecy import hiding_check
 from .training_session_schema import REPLACE_ON_CHANGES, TRAINING_SESSION
 
 KIND = "training session"
@@ -44,6 +45,7 @@ REMOTE_CHECK_KEYS = (*REPLACE_ON_CHANGES, SPEC_KEY)
 """A new session, or a change of one of these, asks the API again."""
 
 
+@hiding_check
 def check(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[dict[str, Any], list[Failure]]:
     """(checked inputs, failures): the shapes, then what the API says (see the module docstring)."""
     inputs, failures = validate_inputs(Inputs, news, required=("model_resources_id",), hints=HINTS)
