@@ -495,18 +495,22 @@ def progress_line(line: str, out: IO[str] | None = None, *, status: bool = False
     running in parallel threads never interleave mid-line (``print`` writes the text and the newline apart).
     Every line goes through :func:`printable` (at most :data:`LOG_LINE_LIMIT` characters): it can hold names,
     ids and messages from the state or the API, and a line is one line. A line for stderr goes to the
-    operation's sink where a face set one (:func:`lines_to`); ``status`` marks a wait's progress."""
+    operation's sink where a face set one (:func:`lines_to`); ``status`` marks a wait's progress. Nothing it
+    meets is raised: a sink that fails falls back to stderr, and a stream that fails loses the line."""
     text = printable(line, LOG_LINE_LIMIT)
     sink = _sink.get()
     if sink is not None and (out is None or out is sys.stderr):
-        sink(text, status)
-        return
+        try:
+            sink(text, status)
+            return
+        except Exception:  # a line is a courtesy: a sink that fails goes to stderr instead
+            pass
     stream = out if out is not None else sys.stderr
     try:
         with _output_lock:
             stream.write(text + "\n")
             stream.flush()
-    except (OSError, ValueError):  # a closed stream must never fail a deployment
+    except Exception:  # a closed stream, a broken pipe: a line never fails a deployment, it is lost
         pass
 
 
