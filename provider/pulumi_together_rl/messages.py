@@ -338,9 +338,18 @@ def _collection(path: str | None) -> bool:
 
 
 def _configuration_cause(exc: BaseException) -> str:
-    # The client's message carries its own prefix and advice; keep only what went wrong.
+    # The client's message carries its own prefix and advice; keep only what went wrong. The client was handed
+    # the stack's base URL as an argument: the sentence names the setting the user wrote it in.
     message = str(exc).removeprefix("creating the Together RL client: ")
+    message = message.replace("(from the base_url argument)", f"(from {_base_url_setting()})")
     return re.sub(r"\.\s*Check [^.]*\.?$", "", message).strip()
+
+
+def _base_url_setting() -> str:
+    source = config.current().base_url_from
+    if source == config.ENV_BASE_URL:
+        return f"the environment variable {config.ENV_BASE_URL}"
+    return f"the stack config {source or config.CONFIG_BASE_URL}"
 
 
 class WaitError(Exception):

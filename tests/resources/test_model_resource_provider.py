@@ -447,12 +447,24 @@ def test_a_malformed_base_url_is_a_provider_error_naming_the_setting(rig, fresh_
     message = str(caught.value)
     assert message.startswith(f"creating model resource ({MODEL}): ")
     assert "comes from the stack config together:baseUrl" in message and "TOGETHER_BASE_URL" not in message
+    assert "(from the stack config together:baseUrl)" in message and "argument" not in message
 
     with pytest.raises(UserError, match=r"^deleting model resource \(mr-1\): "):
         rig.resources.delete("mr-1", {})
 
     assert rig.resources.check({}, {"base_model": MODEL}).failures == []  # preview: warns, skips
     assert "warning" in capsys.readouterr().err
+
+
+def test_a_malformed_base_url_from_the_environment_names_the_variable(rig, fresh_provider_state, monkeypatch):
+    configure(rig.resources, {"together:apiKey": "k"})
+    monkeypatch.setenv("TOGETHER_BASE_URL", "api.together.ai")
+
+    with pytest.raises(UserError) as caught:
+        rig.resources.create({"base_model": MODEL})
+
+    message = str(caught.value)
+    assert "(from the environment variable TOGETHER_BASE_URL)" in message and "argument" not in message
 
 
 # ---------------------------------------------------------------------------------------------------- adopt
