@@ -261,8 +261,8 @@ def test_adopt_with_mismatched_inputs_names_the_fields_and_stops_nothing(rig):
     # At preview: a check failure on adopt_id that names the fields, not their values.
     failures = rig.resources.check({}, declared).failures
     assert [f.property for f in failures] == ["adopt_id"]
-    assert "inactive_timeout, lora_enabled differ" in failures[0].reason or (
-        "lora_enabled, inactive_timeout differ" in failures[0].reason
+    assert "inactive_timeout and lora_enabled differ." in failures[0].reason or (
+        "lora_enabled and inactive_timeout differ." in failures[0].reason
     )
     assert "1200" not in failures[0].reason and MODEL not in failures[0].reason
     # At create (a preview that could not ask the API): the same refusal, with the values.
@@ -486,7 +486,7 @@ def test_adopt_compares_the_optimizer_kind_not_the_exact_settings(rig):
     ):
         declared = {"base_model": MODEL, "adopt_id": adopt_id, "optimizer_config": optimizer}
         (failure,) = rig.resources.check({}, declared).failures
-        assert failure.property == "adopt_id" and f"{field} differ" in failure.reason
+        assert failure.property == "adopt_id" and f"settings: {field} differs." in failure.reason
         with pytest.raises(UserError, match=field.replace(".", r"\.")):
             rig.resources.create(declared)
 
