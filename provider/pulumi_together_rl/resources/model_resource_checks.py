@@ -8,16 +8,18 @@ field. No key, or an API that cannot be asked: warn and skip (:func:`.process.re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StrictBool, StrictFloat, model_validator
 
 from ..client import errors
-from ..messages import log, printable
+from ..messages import printable
 from . import checks, process
 from .inputs import (
     ID_MAX,
+    OWNER_KEY,
     Failure,
     PathId,
     StrictInputs,
@@ -172,13 +174,20 @@ def _check_remote(olds: Mapping[str, Any], inputs: dict[str, Any]) -> tuple[dict
             return inputs, failures
         if estimate is not None:
             inputs = {**inputs, "price_per_hour": estimate.price_per_hour, "currency": estimate.currency}
-            log(f"{KIND} ({base_model}): estimated {price_text(inputs)} (POST {PATH}/estimate-cost)")
+            line = f"{KIND} ({base_model}): estimated {price_text(inputs)} (POST {PATH}/estimate-cost)"
+            process.log_once(_said_of(inputs, "price", line), line)
     ceiling, price = inputs.get("max_price_per_hour"), inputs.get("price_per_hour")
     if isinstance(ceiling, float) and isinstance(price, (int, float)) and price > ceiling:
         return inputs, [Failure("max_price_per_hour", f"the estimated price of this model resource, "
                                      f"{price_text(inputs)}, exceeds max_price_per_hour {ceiling:.2f}. Choose a "
                                      "smaller GPU type or fewer generator replicas, or raise max_price_per_hour")]  # fmt: skip
     return inputs, []
+
+
+def _said_of(inputs: Mapping[str, Any], *what: Any) -> tuple[Any, ...]:
+    """The key of a line check says once per declaration (:func:`.process.log_once`)."""
+    body = json.dumps(pick(inputs, REPLACE_ON_CHANGES), sort_keys=True, default=str)
+    return (KIND, inputs.get(OWNER_KEY), body, *what)
 
 
 def _ask(client: Any, inputs: dict[str, Any]) -> tuple[list[Failure], Any]:

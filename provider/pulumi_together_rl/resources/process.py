@@ -86,7 +86,7 @@ def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False)
 
 
 def clear_caches() -> None:
-    """Forget clients and cached API answers (tests)."""
+    """Forget clients, cached API answers and the lines said once (tests)."""
     with _client_lock:
         for client in _clients.values():
             try:
@@ -98,6 +98,23 @@ def clear_caches() -> None:
     watch.clear()
     with _failures_lock:
         _remote_failures.clear()
+    with _said_lock:
+        _said.clear()
+
+
+_said_lock = threading.Lock()
+_said: set[tuple[Any, ...]] = set()
+
+
+def log_once(key: tuple[Any, ...], line: str) -> None:
+    """:func:`~..messages.log` ``line``, unless this process said it for ``key`` already. For what ``check``
+    says: the engine checks a resource it is about to replace twice (the second time without its old inputs, so
+    that a provider can generate new names), and the second check would repeat every line of the first."""
+    with _said_lock:
+        if key in _said:
+            return
+        _said.add(key)
+    log(line)
 
 
 _CANNOT_ASK = (
