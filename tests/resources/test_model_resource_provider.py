@@ -205,6 +205,27 @@ def test_refresh_of_a_live_resource_keeps_declared_inputs_and_invents_no_diff(ri
     assert rig.resources.diff(created.id, result.outs, checked.inputs).changes is False
 
 
+def test_a_refresh_after_sessions_moved_the_expiry_by_a_fraction_of_a_second_shows_no_change(rig):
+    """A session created right after its resource is activity: the API moves the resource's expires_at to that
+    moment plus inactive_timeout, some milliseconds later than the create recorded. No change to show; a move of
+    seconds (activity later on) is recorded."""
+    created = rig.create_resource()
+    rig.create_session(created.id)
+    moved = rig.client.get_model_resource(created.id).expires_at
+    assert moved.isoformat().replace("+00:00", "Z") != created.outs["expires_at"]  # the API's value moved
+
+    process.clear_lookups()
+    result = rig.resources.read(created.id, created.outs)
+
+    assert result.outs == created.outs
+
+    rig.control.advance(5)
+    rig.create_session(created.id)
+    process.clear_lookups()
+    later = rig.resources.read(created.id, result.outs)
+    assert later.outs["expires_at"] != created.outs["expires_at"]
+
+
 def test_refresh_of_outputs_an_earlier_release_wrote_keeps_the_stored_inputs(rig):
     # Before `owner` and the estimated price, a state's outputs held only the declared inputs: rebuilt from them,
     # the inputs would lose what check adds now, and the next preview would ask for the price again.

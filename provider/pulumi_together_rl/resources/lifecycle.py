@@ -18,7 +18,8 @@ produced, and never once the engine is gone (:mod:`..lifeline`): then its entry 
 * **read**: one list of the kind answers every read of a refresh, a GET only for what it does not show; a 404 or
   an ended object is gone (the next ``up`` recreates it; the kind says why when it can tell, such as an idle
   stop), except a 404 for an object made under a minute ago (read-after-write lag), which stays. A declared
-  object is then kept as declared (``Schema.keep``: extend-expiry when due); a keep that fails is a line.
+  object is then kept as declared (``Schema.keep``: extend-expiry when due); a keep that fails is a line. An
+  output that moved by sub-second jitter keeps its stored value (``Schema.steady``).
 * **update**: nothing that replaces; the kind's PATCH when it has one, and its keep when an input of
   ``Schema.kept_by`` changed; else no call at all.
 * **delete**: stop (through an outage; a refusal judged by the object's state; the kind explains a refusal it
@@ -415,8 +416,8 @@ def read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
         # check added since (the declaration, the estimated price, a session's resource spec) are missing here
         # but stored with the inputs. Rebuilt from these outputs, they would be dropped at every refresh (and
         # the price asked for again at every preview): the stored inputs stay as they are.
-        return Found(ident, schema.to_outputs(inputs, live), None)
-    return Found(ident, schema.to_outputs(inputs, live), inputs)
+        return Found(ident, schema.steady(props, schema.to_outputs(inputs, live)), None)
+    return Found(ident, schema.steady(props, schema.to_outputs(inputs, live)), inputs)
 
 
 def _get_young(schema: Schema, client: Any, ident: str, props: Mapping[str, Any]) -> Any:

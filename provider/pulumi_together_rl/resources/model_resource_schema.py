@@ -194,6 +194,24 @@ def keep(client: Any, ident: str, inputs: Mapping[str, Any], mr: Any) -> Any:
     return kept
 
 
+STEADY_OUTPUTS = ("expires_at",)
+"""Outputs that move between reads without a change of the resource's own: session activity pushes
+``expires_at`` out to that moment plus ``inactive_timeout``, so the sessions a stack creates right after its
+resource move it by a fraction of a second."""
+JITTER = timedelta(seconds=1)
+
+
+def steady(props: Mapping[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """The outputs of a read, where one of :data:`STEADY_OUTPUTS` moved by less than :data:`JITTER` from the
+    state keeps the stored value: a refresh, or ``preview --refresh --expect-no-changes``, shows no change for
+    it; a move of a second or more (an extend, an hour of training) is recorded."""
+    for key in STEADY_OUTPUTS:
+        stored, found = parse_time(props.get(key)), parse_time(outputs.get(key))
+        if stored is not None and found is not None and abs(found - stored) < JITTER:
+            outputs = {**outputs, key: props[key]}
+    return outputs
+
+
 KEEP_ENDED_WITHIN = timedelta(seconds=EXTEND_SECONDS[0])
 """How close to ``keep_ready_until`` a stored ``expires_at`` is when the keep set it (extend-expiry asks for
 whole seconds on a clock read to the second)."""
@@ -311,5 +329,6 @@ MODEL_RESOURCE = Schema(
     keep=keep,
     kept_by=KEPT_BY,
     gone_because=gone_because,
+    steady=steady,
 )
 """How the shared lifecycle (:mod:`.lifecycle`) runs a model resource."""
