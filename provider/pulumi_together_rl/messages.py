@@ -39,11 +39,12 @@ from .client import errors
 class UserError(Exception):
     """An error shown to the user as one sentence: ``<doing> <kind> (<ident>): <cause>. <todo>``.
 
-    ``kind`` may be empty (``connecting to the Together API: ...``)."""
+    ``kind`` may be empty (``connecting to the Together API: ...``). ``ident`` can come from the user (an id
+    given to ``.get()`` or ``pulumi import``): the sentence shows it :func:`printable`."""
 
     def __init__(self, doing: str, kind: str, ident: str | None, cause: str, todo: str = "") -> None:
         self.doing, self.kind, self.ident, self.cause, self.todo = doing, kind, ident, cause, todo
-        where = f" ({ident})" if ident else ""
+        where = f" ({printable(ident, LOG_LINE_LIMIT)})" if ident else ""
         subject = f"{doing} {kind}".strip()
         tail = f" {todo.rstrip('.')}." if todo else ""
         super().__init__(f"{subject}{where}: {cause.rstrip('.')}.{tail}")

@@ -6,7 +6,7 @@ import pytest
 
 from pulumi_together_rl import stopping
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.messages import UserError, is_bug, printable
 from pulumi_together_rl.resources import lifecycle, process
 
 from .conftest import MODEL, OWNER, configure
@@ -247,6 +247,28 @@ def test_get_takes_the_inputs_from_the_api(rig):
     assert result.inputs["compute_config"] == {"num_generator_replicas": 1, "gpu_type": "B200-SXM"}
     assert result.inputs["lora_enabled"] is True
     assert result.outs["status"] == "READY"
+
+
+@pytest.mark.parametrize("ident", ["mr-nope", "mr\x1b[31mred\x07", "a/b", ".."])
+def test_get_of_an_id_that_is_not_there_is_one_sentence_naming_the_id(rig, ident):
+    """`pulumi import` and `.get()` (a read with nothing declared) of an id that does not exist, or cannot: an
+    error naming the id (control characters escaped) and what to do; never a bug, never a read of nothing."""
+    with pytest.raises(UserError) as caught:
+        rig.resources.read(ident, {"__provider": "blob"})
+
+    message = str(caught.value)
+    assert message.startswith(f"reading model resource ({printable(ident)}): ")
+    assert "Check the id given to `pulumi import` or `.get()`" in message
+    assert "\x1b" not in message and "\x07" not in message and "bug" not in message
+    assert not is_bug(caught.value.__cause__)
+
+
+def test_get_of_an_ended_resource_says_it_has_ended(rig):
+    created = rig.create_resource()
+    rig.client.stop_model_resource(created.id)
+
+    with pytest.raises(UserError, match=r"it is STOPP(ING|ED): it has ended\. Check the id"):
+        rig.resources.read(created.id, {})
 
 
 def test_update_of_provider_options_only_makes_no_api_call(rig):
