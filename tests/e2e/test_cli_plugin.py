@@ -153,6 +153,31 @@ def test_pulumi_import_of_an_id_that_does_not_exist_fails_in_one_sentence_and_re
     assert "\x07" not in stack.export()
 
 
+def test_a_plain_api_key_is_a_secret_in_the_state_with_one_warning(cli_stack, emulator, tmp_path):
+    project = _imported_project(tmp_path, "plainkey")
+    program = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    program["resources"]["gpu"] = {
+        "type": "together-rl:ModelResource",
+        "properties": {"baseModel": "Qwen/Qwen3.5-4B"},
+    }
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    stack = cli_stack(project, face=PLUGIN).init()
+    stack.run("config", "set", "together-rl:apiKey", emulator.api_key)  # not --secret
+
+    up = stack.up()
+
+    diagnostics = up.stdout.split("Diagnostics:", 1)[1]
+    assert diagnostics.count("warning: together-rl:apiKey is not a secret") == 1, up.stdout
+    assert "pulumi config set --secret together-rl:apiKey" in diagnostics
+    assert emulator.api_key not in up.output
+    state = stack.export()
+    assert "gpu" in stack.resources() and emulator.api_key not in state
+    (default,) = [
+        r for r in json.loads(state)["deployment"]["resources"] if r["type"] == "pulumi:providers:together-rl"
+    ]
+    assert "ciphertext" in default["inputs"]["apiKey"] and "ciphertext" in default["outputs"]["apiKey"]
+
+
 def test_a_dynamic_stack_moves_to_the_plugin_with_the_same_ids_and_no_call(cli_stack, emulator, tmp_path):
     """docs/plugin.md's migration: import each object into the plugin program, paste the code, drop the dynamic
     entries from the state. Same stack, same ids; nothing is created or stopped."""

@@ -373,3 +373,27 @@ def test_the_engine_log_never_raises(monkeypatch, capsys):
     monkeypatch.setattr("sys.stderr", _BrokenPipe())
     engine.log("urn:pulumi:dev::proj::x::y", "model resource mr-1: READY", True)
     engine.log("urn:pulumi:dev::proj::x::y", surrogate, False)
+
+
+# ------------------------------------------------------------------------------------------- provider config
+
+
+def test_a_plain_api_key_is_answered_secret_with_one_warning(plugin):
+    provider_urn = "urn:pulumi:dev::proj::pulumi:providers:together-rl::default"
+    plain_key = {"apiKey": PropertyValue("tk-plain"), "baseUrl": PropertyValue("http://x")}
+
+    first = plugin.run(plugin.provider.check_config(CheckRequest(provider_urn, {}, plain_key, b"")))
+    again = plugin.run(plugin.provider.check_config(CheckRequest(provider_urn, {}, plain_key, b"")))
+
+    for answer in (first, again):
+        assert answer.inputs["apiKey"] == PropertyValue("tk-plain", is_secret=True)
+        assert answer.inputs["baseUrl"] == PropertyValue("http://x")
+    warnings = [(u, line) for u, line, _ in plugin.lines if "apiKey is not a secret" in line]
+    assert len(warnings) == 1 and warnings[0][0] == provider_urn
+    assert (
+        "pulumi config set --secret together-rl:apiKey" in warnings[0][1] and "tk-plain" not in warnings[0][1]
+    )
+
+    secret = {"apiKey": PropertyValue("tk-secret", is_secret=True)}
+    answer = plugin.run(plugin.provider.check_config(CheckRequest(provider_urn, {}, secret, b"")))
+    assert answer.inputs == secret

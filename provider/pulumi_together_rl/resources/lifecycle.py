@@ -388,9 +388,8 @@ def read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
     try:
         # One list answers every read of a refresh; a GET only for what it does not show.
         live = process.listed(client, schema).get(ident) or _get_young(schema, client, ident, props)
-    except (
-        errors.InvalidArgument
-    ) as exc:  # the client refuses the id itself (it would change the request path)
+    # The client refuses the id itself (it would change the request path): the user's, from import or get.
+    except errors.InvalidArgument as exc:
         raise UserError("reading", schema.name, ident, "this is not an id an object can have",
                         _check_the_id(schema)) from exc  # fmt: skip
     except Exception as exc:
