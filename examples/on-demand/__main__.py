@@ -3,8 +3,8 @@ a declared window.
 
 ``inactive_timeout=300`` is the shortest the API takes: a GPU nobody trains on stops billing within five minutes
 of its last session operation. For a demo or an evaluation that must find it READY without a session open, set
-``keepReadyUntil`` (an RFC 3339 time): the provider extends the expiry to that time at ``up`` and at each
-``pulumi refresh``, and past it the resource idles out as usual. The refresh that finds it stopped reports an
+``keepReadyUntil`` (an RFC 3339 time, at most 30 days ahead): the provider extends the expiry to that time at
+``up`` and at each ``pulumi refresh``, and at that time the resource stops itself (no session kept it busy). The refresh that finds it stopped reports an
 idle stop and drops it from the state; the next ``pulumi up`` provisions a new one.
 
 Stack config (project ``together-rl-on-demand``):

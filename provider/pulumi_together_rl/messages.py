@@ -39,13 +39,14 @@ from .client import errors
 class UserError(Exception):
     """An error shown to the user as one sentence: ``<doing> <kind> (<ident>): <cause>. <todo>``.
 
-    ``kind`` may be empty (``connecting to the Together API: ...``)."""
+    ``kind`` may be empty (``connecting to the Together API: ...``). ``ident`` can come from the user (an id
+    given to ``.get()`` or ``pulumi import``): the sentence shows it :func:`printable`."""
 
     def __init__(self, doing: str, kind: str, ident: str | None, cause: str, todo: str = "") -> None:
         # Secret inputs never reach the sentence (see :func:`hiding`), whichever part names them.
         ident, cause, todo = (hide(part) if part else part for part in (ident, cause, todo))
         self.doing, self.kind, self.ident, self.cause, self.todo = doing, kind, ident, cause, todo
-        where = f" ({ident})" if ident else ""
+        where = f" ({printable(ident, LOG_LINE_LIMIT)})" if ident else ""
         subject = f"{doing} {kind}".strip()
         tail = f" {todo.rstrip('.')}." if todo else ""
         super().__init__(f"{subject}{where}: {cause.rstrip('.')}.{tail}")
@@ -340,9 +341,18 @@ def _collection(path: str | None) -> bool:
 
 
 def _configuration_cause(exc: BaseException) -> str:
-    # The client's message carries its own prefix and advice; keep only what went wrong.
+    # The client's message carries its own prefix and advice; keep only what went wrong. The client was handed
+    # the stack's base URL as an argument: the sentence names the setting the user wrote it in.
     message = str(exc).removeprefix("creating the Together RL client: ")
+    message = message.replace("(from the base_url argument)", f"(from {_base_url_setting()})")
     return re.sub(r"\.\s*Check [^.]*\.?$", "", message).strip()
+
+
+def _base_url_setting() -> str:
+    source = config.current().base_url_from
+    if source == config.ENV_BASE_URL:
+        return f"the environment variable {config.ENV_BASE_URL}"
+    return f"the stack config {source or config.CONFIG_BASE_URL}"
 
 
 class WaitError(Exception):
@@ -540,18 +550,22 @@ def progress_line(line: str, out: IO[str] | None = None, *, status: bool = False
     running in parallel threads never interleave mid-line (``print`` writes the text and the newline apart).
     Every line goes through :func:`printable` (at most :data:`LOG_LINE_LIMIT` characters): it can hold names,
     ids and messages from the state or the API, and a line is one line. A line for stderr goes to the
-    operation's sink where a face set one (:func:`lines_to`); ``status`` marks a wait's progress."""
+    operation's sink where a face set one (:func:`lines_to`); ``status`` marks a wait's progress. Nothing it
+    meets is raised: a sink that fails falls back to stderr, and a stream that fails loses the line."""
     text = printable(hide(line), LOG_LINE_LIMIT)
     sink = _sink.get()
     if sink is not None and (out is None or out is sys.stderr):
-        sink(text, status)
-        return
+        try:
+            sink(text, status)
+            return
+        except Exception:  # a line is a courtesy: a sink that fails goes to stderr instead
+            pass
     stream = out if out is not None else sys.stderr
     try:
         with _output_lock:
             stream.write(text + "\n")
             stream.flush()
-    except (OSError, ValueError):  # a closed stream must never fail a deployment
+    except Exception:  # a closed stream, a broken pipe: a line never fails a deployment, it is lost
         pass
 
 

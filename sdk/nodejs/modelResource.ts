@@ -280,12 +280,14 @@ export interface ModelResourceArgs {
      */
     inactiveTimeout?: pulumi.Input<number | undefined>;
     /**
-     * Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`) until which the resource
-     * must not stop itself for inactivity. The provider calls `POST .../extend-expiry` after the create, at an
-     * update that changes it and at every refresh, whenever `expires_at` comes earlier; `expires_at` shows the
-     * result. One call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`)
-     * at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
-     * passes. Past it the resource idles out after `inactive_timeout` as usual. Never replaces.
+     * Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`), at most 30 days ahead
+     * (a warning past a week), until which the resource must not stop itself for inactivity. The provider calls
+     * `POST .../extend-expiry` after the create, at an update that changes it and at every refresh, whenever
+     * `expires_at` comes earlier, counting the seconds on the API's clock; `expires_at` shows the result. One
+     * call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`) at least
+     * daily. The API never moves an expiry earlier: a time moved back takes effect once the later one passes. At
+     * this time the resource stops itself (not `inactive_timeout` later), unless session activity keeps it.
+     * Never replaces.
      */
     keepReadyUntil?: pulumi.Input<string | undefined>;
     /**

@@ -24,7 +24,7 @@ from pulumi_together_rl.client import (
     TrainingSessionCreateRequest,
     Unauthorized,
 )
-from pulumi_together_rl.client.errors import MAX_MESSAGE, error_from_response
+from pulumi_together_rl.client.errors import MAX_MESSAGE, error_from_response, redact
 
 from .scripted import KEY, Script, error, make_client, page, reply, resource_json
 
@@ -251,6 +251,11 @@ def test_found_line_on_stderr_never_shows_the_key(capsys):
     err = capsys.readouterr().err
     assert "found the model resource it made: mr_1" in err
     assert KEY not in err
+
+
+def test_a_short_key_is_masked_where_it_is_a_word_never_inside_one():
+    assert redact("the key k was checked; key=k, k.", "k") == "the key *** was checked; key=***, ***."
+    assert redact("Bearer%20" + KEY + "x", KEY) == "Bearer%20***x"  # a long key: inside a token too
 
 
 def test_key_straddling_the_message_truncation_point_is_redacted_not_cut():

@@ -133,6 +133,51 @@ def test_pulumi_import_of_both_kinds_prints_code_that_previews_with_no_changes(c
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
 
 
+def test_pulumi_import_of_an_id_that_does_not_exist_fails_in_one_sentence_and_records_nothing(
+    cli_stack, emulator, tmp_path
+):
+    stack = cli_stack(_imported_project(tmp_path, "imports"), face=PLUGIN).init()
+
+    for name, ident, shown in (
+        ("gpu", "mr-nope", "mr-nope"),
+        ("red", "mr\x1b[31mred\x07", "mr\\x1b[31mred\\x07"),
+    ):
+        result = stack.run("import", MR, name, ident, "--yes", check=False)
+
+        assert result.returncode != 0, str(result)
+        sentence = f"reading model resource ({shown}): the API answers 404 (not found). Check the id given to"
+        assert sentence in result.output, str(result)
+        assert "Traceback" not in result.output and "bug" not in result.output
+        assert name not in stack.resources()  # no entry without outputs in the state
+        assert "\x1b" not in result.output and "\x07" not in result.output  # escaped, never raw
+    assert "\x07" not in stack.export()
+
+
+def test_a_plain_api_key_is_a_secret_in_the_state_with_one_warning(cli_stack, emulator, tmp_path):
+    project = _imported_project(tmp_path, "plainkey")
+    program = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    program["resources"]["gpu"] = {
+        "type": "together-rl:ModelResource",
+        "properties": {"baseModel": "Qwen/Qwen3.5-4B"},
+    }
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    stack = cli_stack(project, face=PLUGIN).init()
+    stack.run("config", "set", "together-rl:apiKey", emulator.api_key)  # not --secret
+
+    up = stack.up()
+
+    diagnostics = up.stdout.split("Diagnostics:", 1)[1]
+    assert diagnostics.count("warning: together-rl:apiKey is not a secret") == 1, up.stdout
+    assert "pulumi config set --secret together-rl:apiKey" in diagnostics
+    assert emulator.api_key not in up.output
+    state = stack.export()
+    assert "gpu" in stack.resources() and emulator.api_key not in state
+    (default,) = [
+        r for r in json.loads(state)["deployment"]["resources"] if r["type"] == "pulumi:providers:together-rl"
+    ]
+    assert "ciphertext" in default["inputs"]["apiKey"] and "ciphertext" in default["outputs"]["apiKey"]
+
+
 def test_a_dynamic_stack_moves_to_the_plugin_with_the_same_ids_and_no_call(cli_stack, emulator, tmp_path):
     """docs/plugin.md's migration: import each object into the plugin program, paste the code, drop the dynamic
     entries from the state. Same stack, same ids; nothing is created or stopped."""

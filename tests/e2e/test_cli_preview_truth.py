@@ -164,6 +164,14 @@ def test_preview_shows_each_model_resources_price_and_the_ceiling_fails_it(cli_s
     stack.preview("--expect-no-changes")
     assert writes(emulator) == []
 
+    # A replacement: the engine checks the new inputs twice (the second time without the old ones); the price is
+    # said once.
+    stack.set("preview-truth:resources", [{"name": "small", "base_model": SMALL, "replicas": 2}])
+    replace = stack.preview()
+    assert "small replace" in replace.stdout
+    diagnostics = replace.stdout.split("Diagnostics:", 1)[1]
+    assert diagnostics.count("model resource (Qwen/Qwen3.5-4B): estimated 16.50 USD/h") == 1, replace.stdout
+
 
 # ------------------------------------------------------------------------------------------- policy pack
 

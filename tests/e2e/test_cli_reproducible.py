@@ -215,10 +215,12 @@ def test_keep_ready_until_holds_a_gpu_past_its_idle_timeout_until_an_idle_stop_i
     assert stack.outputs()["id"] == first["id"]
     assert len([r for r in emulator.control.requests() if r["path"].endswith(EXTEND)]) == 1
 
-    # Past its expiry it idles out on its own: the refresh says so, as drift, and the next up provisions anew.
+    # At the keep's end it stops on its own: the refresh says so, as drift, and the next up provisions anew.
     emulator.control.advance(3 * 3600)
     refreshed = stack.run("refresh", "--yes", "--skip-preview")
-    assert f"{first['id']} is STOPPED (it stopped itself after 300 s without activity" in refreshed.output
+    assert (
+        f"{first['id']} is STOPPED (it stopped itself for inactivity when its keep ended" in refreshed.output
+    )
     assert "error" not in refreshed.output.lower()
     assert "on-demand" not in "".join(stack.resources())
     again = stack.up()

@@ -58,6 +58,26 @@ def test_server_binds_an_ephemeral_port_and_stops_cleanly():
         httpx.get(f"http://127.0.0.1:{port}/_emulator/settings", timeout=2)
 
 
+def test_every_answer_has_one_date_header_on_the_emulators_clock(emulator):
+    """What a client measures its clock against: one Date header per answer (errors too), from the emulator's
+    clock that a test moves, not the real one that the ASGI server would stamp."""
+    import email.utils
+
+    emulator.control.advance(3600)
+    with httpx.Client(base_url=emulator.base_url) as http:
+        ok = http.get("/v1/rl/supported-models", headers={"Authorization": f"Bearer {emulator.api_key}"})
+        refused = http.get(
+            "/v1/rl/model-resources/nope", headers={"Authorization": f"Bearer {emulator.api_key}"}
+        )
+
+    for answer in (ok, refused):
+        (date,) = answer.headers.get_list("date")
+        shown = email.utils.parsedate_to_datetime(date)
+        expected = emulator.control.now()
+        assert expected - timedelta(seconds=5) <= shown <= expected, (date, expected)
+    assert refused.status_code == 404
+
+
 def test_base_url_and_port_survive_stop_and_raise_clearly_before_start():
     server = EmulatorServer()
     for attr in ("base_url", "port"):

@@ -304,3 +304,96 @@ def test_every_create_of_a_stack_runs_at_once_on_the_plugins_workers(monkeypatch
     finally:
         loop.close()
     assert [m.resource_id for m in made] == ["mr-1"] * count
+
+
+# ------------------------------------------------------------------------------------------------ log lines
+
+
+class _BrokenPipe:
+    """A stream whose reader has gone: every write raises what a closed pipe raises."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def _dead_engine() -> str:
+    """The address of a port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_log_line_that_cannot_be_written_never_fails_a_create(plugin, emulator, monkeypatch):
+    """The plugin's sink is the engine's log; the engine is gone and stderr is a broken pipe: the create's lines
+    are lost, the create is not."""
+    from pulumi_together_rl.plugin.server import EngineLog
+
+    plugin.provider = TogetherRLProvider(sink=EngineLog(_dead_engine()).sink)
+    monkeypatch.setattr("sys.stderr", _BrokenPipe())
+
+    _, made = plugin.checked_create(MR, "gpu", baseModel=MODEL)
+
+    assert plain(made.properties)["status"] == "READY"
+    assert live(emulator, "model_resources", made.resource_id)["status"].endswith("READY")
+
+
+def test_a_sink_that_raises_sends_the_line_to_stderr_and_the_create_goes_on(plugin, emulator, capsys):
+    def sink(urn: str) -> Any:
+        def write(line: str, status: bool) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        return write
+
+    plugin.provider = TogetherRLProvider(sink=sink)
+
+    _, made = plugin.checked_create(MR, "gpu", baseModel=MODEL)
+
+    assert plain(made.properties)["status"] == "READY"
+    assert f"model resource {made.resource_id}: created" in capsys.readouterr().err
+
+
+def test_the_engine_log_never_raises(monkeypatch, capsys):
+    """A dead engine (an RpcError), a line protobuf cannot encode (a lone surrogate, which an API message in JSON
+    can hold: UnicodeEncodeError, no RpcError), then the same with stderr a broken pipe too."""
+    import json
+
+    from pulumi_together_rl.plugin.server import EngineLog
+
+    engine = EngineLog(_dead_engine())
+    surrogate = json.loads('"the API said \\ud800"')
+    engine.log("urn:pulumi:dev::proj::x::y", "model resource mr-1: READY", True)
+    assert "model resource mr-1: READY" in capsys.readouterr().err  # the engine is gone: stderr instead
+    engine.log("urn:pulumi:dev::proj::x::y", surrogate, False)
+
+    monkeypatch.setattr("sys.stderr", _BrokenPipe())
+    engine.log("urn:pulumi:dev::proj::x::y", "model resource mr-1: READY", True)
+    engine.log("urn:pulumi:dev::proj::x::y", surrogate, False)
+
+
+# ------------------------------------------------------------------------------------------- provider config
+
+
+def test_a_plain_api_key_is_answered_secret_with_one_warning(plugin):
+    provider_urn = "urn:pulumi:dev::proj::pulumi:providers:together-rl::default"
+    plain_key = {"apiKey": PropertyValue("tk-plain"), "baseUrl": PropertyValue("http://x")}
+
+    first = plugin.run(plugin.provider.check_config(CheckRequest(provider_urn, {}, plain_key, b"")))
+    again = plugin.run(plugin.provider.check_config(CheckRequest(provider_urn, {}, plain_key, b"")))
+
+    for answer in (first, again):
+        assert answer.inputs["apiKey"] == PropertyValue("tk-plain", is_secret=True)
+        assert answer.inputs["baseUrl"] == PropertyValue("http://x")
+    warnings = [(u, line) for u, line, _ in plugin.lines if "apiKey is not a secret" in line]
+    assert len(warnings) == 1 and warnings[0][0] == provider_urn
+    assert (
+        "pulumi config set --secret together-rl:apiKey" in warnings[0][1] and "tk-plain" not in warnings[0][1]
+    )
+
+    secret = {"apiKey": PropertyValue("tk-secret", is_secret=True)}
+    answer = plugin.run(plugin.provider.check_config(CheckRequest(provider_urn, {}, secret, b"")))
+    assert answer.inputs == secret

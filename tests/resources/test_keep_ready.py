@@ -4,6 +4,7 @@ tests move on (``advance``) instead of waiting."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -56,8 +57,88 @@ def test_a_keep_holds_the_resource_ready_past_its_inactive_timeout(rig, capsys):
 
     assert gone.id == ""
     line = capsys.readouterr().err
-    assert "stopped itself after 300 s without activity (inactive_timeout)" in line
+    # It stopped when its keep ended, two hours idle: not "after 300 s without activity".
+    assert f"stopped itself for inactivity when its keep ended: keep_ready_until, {until}, had passed" in line
+    assert "300 s" not in line
     assert "the next `pulumi up` creates a new one" in line
+
+
+def test_an_idle_stop_without_a_keep_says_inactive_timeout(rig, capsys):
+    created = rig.create_resource(inactive_timeout=300)
+    rig.control.advance(301)
+    capsys.readouterr()
+
+    assert _refresh(rig, created.id, created.outs).id == ""
+    line = capsys.readouterr().err
+    assert "stopped itself after 300 s without session activity (inactive_timeout)" in line
+
+
+def test_a_keep_that_no_daily_refresh_carried_says_it_stopped_before_the_keep(rig, capsys):
+    until = _at(30)
+    created = rig.create_resource(keep_ready_until=until)  # extended a day ahead, the most one call reaches
+    rig.control.advance(25 * 3600)  # no refresh in between
+    capsys.readouterr()
+
+    assert _refresh(rig, created.id, created.outs).id == ""
+    line = capsys.readouterr().err
+    assert f"before keep_ready_until, {until}" in line and "refresh` at least daily" in line
+
+
+def test_a_keep_is_counted_on_the_apis_clock_and_a_skewed_clock_is_said_once(rig, capsys):
+    """The API's clock runs 20 minutes ahead of this machine's: the keep ends at keep_ready_until on the API's
+    clock, not 20 minutes later (seconds counted from this machine's clock would over-extend)."""
+    rig.control.advance(1200)
+    until = _at(2)
+    created = rig.create_resource(inactive_timeout=300, keep_ready_until=until)
+
+    (extend,) = _extends(rig)
+    assert 7200 - 1200 - 5 <= extend["body"]["seconds"] <= 7200 - 1200 + 2
+    assert _time(until) <= _time(created.outs["expires_at"]) <= _time(until) + timedelta(seconds=3)
+
+    later = {**created.outs, "keep_ready_until": _at(3)}
+    updated = rig.resources.update(created.id, created.outs, later)
+    assert _time(updated.outs["expires_at"]) <= _time(later["keep_ready_until"]) + timedelta(seconds=3)
+    err = capsys.readouterr().err
+    assert err.count("warning: this machine's clock is ") == 1
+    assert re.search(r"this machine's clock is (19 min 5\d s|20 min) behind the Together API's", err), err
+
+
+def test_a_keep_more_than_30_days_ahead_fails_at_check_and_more_than_a_week_warns(rig, capsys):
+    declared = {"base_model": "Qwen/Qwen3.5-4B", "owner": OWNER + "gpu"}
+
+    (failure,) = rig.resources.check({}, {**declared, "keep_ready_until": "9999-12-31T23:59:59Z"}).failures
+    assert failure.property == "keep_ready_until"
+    assert failure.reason.startswith(
+        "keep_ready_until is more than 30 days ahead, the furthest a keep may reach"
+    )
+    assert "at most 30 days ahead" in failure.reason
+    assert rig.resources.check({}, {**declared, "keep_ready_until": _at(2 * 24)}).failures == []
+    assert "warning" not in capsys.readouterr().err
+    assert rig.resources.check({}, {**declared, "keep_ready_until": _at(29 * 24)}).failures == []
+    assert "keep_ready_until is 28 days ahead" in capsys.readouterr().err
+
+    ten_days = {**declared, "keep_ready_until": _at(10 * 24)}
+    checked = rig.resources.check({}, ten_days)
+    rig.resources.check({}, ten_days)  # the engine checks a replacement twice: said once
+    assert checked.failures == []
+    err = capsys.readouterr().err
+    assert err.count("keep_ready_until is 9 days ahead: the GPU stays READY, billed every hour") == 1
+    rig.resources.check(checked.inputs, ten_days)  # unchanged: nothing to say
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_deployed_keep_beyond_the_bound_is_not_extended_at_refresh(rig, capsys):
+    """A state written before the bound holds keep_ready_until 9999-12-31: a refresh no longer extends for it."""
+    created = rig.create_resource()
+    rig.control.clear_requests()
+
+    found = _refresh(rig, created.id, {**created.outs, "keep_ready_until": "9999-12-31T23:59:59Z"})
+
+    assert found.outs["status"] == "READY" and _extends(rig) == []
+    assert (
+        "keep_ready_until is more than 30 days ahead, further than a keep may reach"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_keep_beyond_a_day_is_extended_again_at_refresh(rig, capsys):
@@ -73,8 +154,8 @@ def test_a_keep_beyond_a_day_is_extended_again_at_refresh(rig, capsys):
     found = _refresh(rig, created.id, created.outs)
 
     (again,) = _extends(rig)
-    assert again["body"]["seconds"] == 86400
-    assert _time(found.outs["expires_at"]) > _time(created.outs["expires_at"])
+    assert 10 * 3600 - 5 <= again["body"]["seconds"] <= 10 * 3600 + 2  # the 10 h left on the API's clock
+    assert _time(found.outs["expires_at"]) >= _time(until)
     assert found.outs["status"] == "READY"
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from pulumi_together_rl import stopping
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.messages import UserError, is_bug, printable
 from pulumi_together_rl.resources import lifecycle, process
 
 from .conftest import MODEL, OWNER, configure
@@ -205,6 +205,27 @@ def test_refresh_of_a_live_resource_keeps_declared_inputs_and_invents_no_diff(ri
     assert rig.resources.diff(created.id, result.outs, checked.inputs).changes is False
 
 
+def test_a_refresh_after_sessions_moved_the_expiry_by_a_fraction_of_a_second_shows_no_change(rig):
+    """A session created right after its resource is activity: the API moves the resource's expires_at to that
+    moment plus inactive_timeout, some milliseconds later than the create recorded. No change to show; a move of
+    seconds (activity later on) is recorded."""
+    created = rig.create_resource()
+    rig.create_session(created.id)
+    moved = rig.client.get_model_resource(created.id).expires_at
+    assert moved.isoformat().replace("+00:00", "Z") != created.outs["expires_at"]  # the API's value moved
+
+    process.clear_lookups()
+    result = rig.resources.read(created.id, created.outs)
+
+    assert result.outs == created.outs
+
+    rig.control.advance(5)
+    rig.create_session(created.id)
+    process.clear_lookups()
+    later = rig.resources.read(created.id, result.outs)
+    assert later.outs["expires_at"] != created.outs["expires_at"]
+
+
 def test_refresh_of_outputs_an_earlier_release_wrote_keeps_the_stored_inputs(rig):
     # Before `owner` and the estimated price, a state's outputs held only the declared inputs: rebuilt from them,
     # the inputs would lose what check adds now, and the next preview would ask for the price again.
@@ -226,6 +247,28 @@ def test_get_takes_the_inputs_from_the_api(rig):
     assert result.inputs["compute_config"] == {"num_generator_replicas": 1, "gpu_type": "B200-SXM"}
     assert result.inputs["lora_enabled"] is True
     assert result.outs["status"] == "READY"
+
+
+@pytest.mark.parametrize("ident", ["mr-nope", "mr\x1b[31mred\x07", "a/b", ".."])
+def test_get_of_an_id_that_is_not_there_is_one_sentence_naming_the_id(rig, ident):
+    """`pulumi import` and `.get()` (a read with nothing declared) of an id that does not exist, or cannot: an
+    error naming the id (control characters escaped) and what to do; never a bug, never a read of nothing."""
+    with pytest.raises(UserError) as caught:
+        rig.resources.read(ident, {"__provider": "blob"})
+
+    message = str(caught.value)
+    assert message.startswith(f"reading model resource ({printable(ident)}): ")
+    assert "Check the id given to `pulumi import` or `.get()`" in message
+    assert "\x1b" not in message and "\x07" not in message and "bug" not in message
+    assert not is_bug(caught.value.__cause__)
+
+
+def test_get_of_an_ended_resource_says_it_has_ended(rig):
+    created = rig.create_resource()
+    rig.client.stop_model_resource(created.id)
+
+    with pytest.raises(UserError, match=r"it is STOPP(ING|ED): it has ended\. Check the id"):
+        rig.resources.read(created.id, {})
 
 
 def test_update_of_provider_options_only_makes_no_api_call(rig):
@@ -261,8 +304,8 @@ def test_adopt_with_mismatched_inputs_names_the_fields_and_stops_nothing(rig):
     # At preview: a check failure on adopt_id that names the fields, not their values.
     failures = rig.resources.check({}, declared).failures
     assert [f.property for f in failures] == ["adopt_id"]
-    assert "inactive_timeout, lora_enabled differ" in failures[0].reason or (
-        "lora_enabled, inactive_timeout differ" in failures[0].reason
+    assert "inactive_timeout and lora_enabled differ." in failures[0].reason or (
+        "lora_enabled and inactive_timeout differ." in failures[0].reason
     )
     assert "1200" not in failures[0].reason and MODEL not in failures[0].reason
     # At create (a preview that could not ask the API): the same refusal, with the values.
@@ -447,12 +490,24 @@ def test_a_malformed_base_url_is_a_provider_error_naming_the_setting(rig, fresh_
     message = str(caught.value)
     assert message.startswith(f"creating model resource ({MODEL}): ")
     assert "comes from the stack config together:baseUrl" in message and "TOGETHER_BASE_URL" not in message
+    assert "(from the stack config together:baseUrl)" in message and "argument" not in message
 
     with pytest.raises(UserError, match=r"^deleting model resource \(mr-1\): "):
         rig.resources.delete("mr-1", {})
 
     assert rig.resources.check({}, {"base_model": MODEL}).failures == []  # preview: warns, skips
     assert "warning" in capsys.readouterr().err
+
+
+def test_a_malformed_base_url_from_the_environment_names_the_variable(rig, fresh_provider_state, monkeypatch):
+    configure(rig.resources, {"together:apiKey": "k"})
+    monkeypatch.setenv("TOGETHER_BASE_URL", "api.together.ai")
+
+    with pytest.raises(UserError) as caught:
+        rig.resources.create({"base_model": MODEL})
+
+    message = str(caught.value)
+    assert "(from the environment variable TOGETHER_BASE_URL)" in message and "argument" not in message
 
 
 # ---------------------------------------------------------------------------------------------------- adopt
@@ -474,7 +529,7 @@ def test_adopt_compares_the_optimizer_kind_not_the_exact_settings(rig):
     ):
         declared = {"base_model": MODEL, "adopt_id": adopt_id, "optimizer_config": optimizer}
         (failure,) = rig.resources.check({}, declared).failures
-        assert failure.property == "adopt_id" and f"{field} differ" in failure.reason
+        assert failure.property == "adopt_id" and f"settings: {field} differs." in failure.reason
         with pytest.raises(UserError, match=field.replace(".", r"\.")):
             rig.resources.create(declared)
 

@@ -125,6 +125,21 @@ def test_the_estimated_price_is_in_the_checked_inputs_and_on_stderr(rig, capsys)
     assert "model resource (Qwen/Qwen3.5-4B): estimated 16.50 USD/h" in capsys.readouterr().err
 
 
+def test_a_replacement_says_its_price_once_though_the_engine_checks_it_twice(rig, capsys):
+    """Before a replacement the engine checks the new inputs again without the old ones (for names a provider
+    might generate): the line of the first check is not said again. Another declaration of the same body says
+    its own."""
+    olds = rig.resources.check({}, {"base_model": MODEL, "owner": "o/p/dev/gpu"}).inputs
+    capsys.readouterr()
+    news = {"base_model": BIG, "owner": "o/p/dev/gpu"}
+
+    first, second = rig.resources.check(olds, news), rig.resources.check({}, news)
+    rig.resources.check({}, {**news, "owner": "o/p/dev/other"})
+
+    assert first.inputs == second.inputs and first.inputs["price_per_hour"] == 33.0
+    assert capsys.readouterr().err.count(f"model resource ({BIG}): estimated 33.00 USD/h") == 2
+
+
 def test_max_price_per_hour_below_the_estimate_fails_at_preview(rig):
     declared = {"base_model": MODEL, "max_price_per_hour": 10.0}
 

@@ -205,7 +205,9 @@ def test_adopt_with_a_different_resource_names_the_field(rig, resource_id):
 
     declared = {"model_resources_id": resource_id, "adopt_id": existing.id}
     failures = rig.sessions.check({}, declared).failures
-    assert [(f.property, "model_resources_id differ" in f.reason) for f in failures] == [("adopt_id", True)]
+    assert [(f.property, "settings: model_resources_id differs." in f.reason) for f in failures] == [
+        ("adopt_id", True)
+    ]
     with pytest.raises(UserError, match="model_resources_id"):  # at create too, if preview could not ask
         rig.sessions.create(declared)
     assert _emulated(rig, existing.id)["status"] == "TRAINING_SESSION_STATUS_RUNNING"

@@ -1041,3 +1041,16 @@ def test_the_api_line_names_where_the_key_came_from_never_the_key(emulator, team
     assert code == 0
     assert "with the key from --api-key for 1 stack" in text
     assert emulator.api_key not in text
+
+
+def test_a_short_key_is_masked_as_a_word_never_inside_one(emulator, team, monkeypatch):
+    """The finder scrubs every key it read from what it writes: a one-letter key must not turn ``checked`` into
+    ``chec***ed``."""
+    emulator.control.configure(api_key="k")
+    monkeypatch.delenv("TOGETHER_API_KEY")
+
+    code, text, _ = command(emulator, "--state", team["dev"], "--api-key", "k")
+
+    assert code == 0
+    assert "checked 1 stack" in text and "with the key from --api-key" in text
+    assert "***" not in text

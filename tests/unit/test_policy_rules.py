@@ -133,6 +133,34 @@ def test_the_stack_name_is_recorded_from_configure_stack(monkeypatch):
     assert pack._stack_name() == "prod" and len(calls) == 1  # the SDK's own method still ran
 
 
+def test_the_executable_pack_reports_the_packages_version_as_the_folder_does(tmp_path):
+    """The engine asks a pack started as an executable for its version (GetAnalyzerInfo); a folder's
+    ``PulumiPolicy.yaml`` says it instead. Both are this package's version."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import grpc
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import analyzer_pb2_grpc
+
+    from pulumi_together_rl import __version__
+
+    executable = Path(sys.executable).parent / "together-rl-policy-pack"
+    served = subprocess.Popen([str(executable)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = int(served.stdout.readline())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            info = analyzer_pb2_grpc.AnalyzerStub(channel).GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+    finally:
+        served.terminate()
+        served.wait(timeout=30)
+    folder.write(tmp_path / "policy", tmp_path / ".venv")
+
+    assert info.name == pack.PACK_NAME and info.version == __version__
+    assert f"version: {__version__}\n" in (tmp_path / "policy" / "PulumiPolicy.yaml").read_text()
+
+
 def test_every_policy_has_a_config_schema_the_default_config_matches():
     names = {p.name for p in pack.policies()}
 

@@ -117,6 +117,12 @@ class TogetherRL(CreateReconciler):
         return f"TogetherRL(base_url={self.base_url!r})"
 
     @property
+    def clock_offset(self) -> float | None:
+        """Seconds the API's clock is ahead of this machine's, by the ``Date`` header of its latest answer (None
+        before one); see :attr:`.transport.Transport.clock_offset`."""
+        return self._transport.clock_offset
+
+    @property
     def api_key_digest(self) -> str:
         """16 hex digits of the SHA-256 of the API key: tells two keys apart (what the client acts as) without
         holding or showing the key itself (the provider's watchers are one per base URL and key digest)."""

@@ -7,6 +7,7 @@ method and the path, and :func:`redact` scrubs the key out of anything echoed ba
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -145,11 +146,23 @@ def error_class_for(status: int) -> type[ApiError]:
     return _STATUS_CLASSES.get(status, ApiError)
 
 
+UNMISTAKABLE_SECRET = 16
+"""Characters from which a secret is masked wherever it occurs, inside a longer token too (``Bearer%20<key>``,
+``key=<key>``): a run that long never happens to be part of an ordinary word. A shorter one (a test key, a
+placeholder such as ``k``) is masked only where it stands as a whole token: ``checked`` stays ``checked``."""
+
+_TOKEN_CHARACTER = "A-Za-z0-9_"
+
+
 def redact(text: str, secret: str | None) -> str:
-    """Remove ``secret`` from ``text`` (belt and braces: a server or proxy could echo a header back)."""
-    if secret and secret in text:
+    """Mask ``secret`` in ``text`` as ``***`` (belt and braces: a server or proxy could echo a header back); see
+    :data:`UNMISTAKABLE_SECRET` for where."""
+    if not secret or secret not in text:
+        return text
+    if len(secret) >= UNMISTAKABLE_SECRET:
         return text.replace(secret, "***")
-    return text
+    whole = rf"(?<![{_TOKEN_CHARACTER}]){re.escape(secret)}(?![{_TOKEN_CHARACTER}])"
+    return re.sub(whole, "***", text)
 
 
 def error_from_response(

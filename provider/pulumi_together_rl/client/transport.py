@@ -258,6 +258,11 @@ class Transport:
         self._secret = _Secret(api_key)
         self._sleep = sleep
         self._rng = rng if rng is not None else random.random
+        self.clock_offset: float | None = None
+        """Seconds the API's clock is ahead of this machine's (negative: behind), from the ``Date`` header of the
+        latest answer that had one; None before any. The header counts whole seconds and the answer takes a
+        while to arrive, so this errs low by up to a second and the latency: a time counted from it on the
+        API's clock comes out early, never late (a keep asks for a second more, never less)."""
         self._http = httpx.Client(
             base_url=base_url,
             auth=_BearerAuth(self._secret),
@@ -360,6 +365,7 @@ class Transport:
         if failure is not None:
             raise failure
         assert response is not None
+        self._note_clock(response.headers.get("date"))
         status = response.status_code
         try:
             payload = response.json() if response.content else {}
@@ -378,6 +384,20 @@ class Transport:
             retry_after=parse_retry_after(response.headers),
             secret=self._secret.reveal(),
         )
+
+    def _note_clock(self, date: str | None) -> None:
+        """Measure :attr:`clock_offset` by an answer's ``Date`` header (an HTTP date; ignored if unreadable)."""
+        if not date:
+            return
+        try:
+            when = email.utils.parsedate_to_datetime(date)
+        except (TypeError, ValueError, IndexError):
+            return
+        if when is None:
+            return
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        self.clock_offset = when.timestamp() - time.time()
 
     def _exchange(
         self, method: str, path: str, query: Mapping[str, Any], body: Any

@@ -25,6 +25,7 @@ create made it (``created_with``), and each request log entry names the digest o
 from __future__ import annotations
 
 import copy
+import email.utils
 import json
 from datetime import datetime
 from typing import Any
@@ -302,7 +303,20 @@ class EmulatorApp:
         self._asgi = FaultMiddleware(self.api, self.faults, self.requests, now=lambda: iso(self.state.now()))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self._asgi(scope, receive, send)
+        if scope["type"] != "http":
+            await self._asgi(scope, receive, send)
+            return
+
+        async def dated(message: Any) -> None:
+            # Every answer says when it was made on the emulator's clock, which a test moves (advance), as a
+            # server's Date header says it on the server's: a client can measure its clock against the API's.
+            if message["type"] == "http.response.start":
+                stamp = email.utils.format_datetime(self.state.now(), usegmt=True).encode("latin-1")
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"date"]
+                message = {**message, "headers": [*headers, (b"date", stamp)]}
+            await send(message)
+
+        await self._asgi(scope, receive, dated)
 
     def reset(self) -> None:
         """Clear objects, faults and the request log; restore the start settings and the clock."""

@@ -62,6 +62,7 @@ def uvicorn_config(app: EmulatorApp, *, log_level: str = "warning", log_config: 
         log_level=log_level,
         log_config=log_config,
         access_log=log_level in ("info", "debug", "trace"),
+        date_header=False,  # the app sends its own, on the emulator's clock (EmulatorApp)
         timeout_graceful_shutdown=2,
     )
 

@@ -13,7 +13,8 @@ What this face does that the dynamic one cannot:
 * Preview: ``create`` and ``update`` with ``preview`` answer from the checked inputs without calling the API, so
   the estimated price (``pricePerHour``) is an output a program can export at preview, and an unknown id never
   reaches the API.
-* ``apiKey`` is a secret end to end; an input that arrives secret is answered secret.
+* ``apiKey`` is a secret end to end, in the state too even when the stack config holds it in plain text (with a
+  warning); an input that arrives secret is answered secret.
 * Each operation's lines (queue position, status, elapsed; a stop after a failure) go to the engine's log under
   the resource's URN (:mod:`.server`), so they show on that resource's row.
 * ``pulumi import <token> <name> <id>``: a read with nothing declared describes the object from the API.
@@ -26,6 +27,7 @@ defaults to the resource name, as with the dynamic face.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -57,10 +59,16 @@ from pulumi.provider.experimental.provider import (
 from .. import config, ours
 from ..messages import Sink, lines_to
 from ..resources.keys import DISPLAY_NAME_MAX, OWNER_KEY, SECRETS_KEY, camel
-from .package_schema import BY_TOKEN, Kind, schema_text
+from .package_schema import BY_TOKEN, PACKAGE, Kind, schema_text
 from .properties import in_words, path, resource_spec, to_core, to_wire
 
 T = TypeVar("T")
+
+PLAIN_KEY_WARNING = (
+    f"warning: {PACKAGE}:apiKey is not a secret: the provider stores it in the state as a secret all the same, "
+    f"but your stack's config file holds it in plain text. Run `pulumi config set --secret {PACKAGE}:apiKey` "
+    "(it prompts for the key) to encrypt it there"
+)
 
 CONFIG_KEYS = {"apiKey": config.CONFIG_API_KEY, "baseUrl": config.CONFIG_BASE_URL,
                "pollInterval": config.CONFIG_POLL_INTERVAL}  # fmt: skip
@@ -77,6 +85,20 @@ class TogetherRLProvider(Provider):
 
     async def get_schema(self, request: GetSchemaRequest) -> GetSchemaResponse:
         return GetSchemaResponse(schema_text())
+
+    async def check_config(self, request: CheckRequest) -> CheckResponse:
+        """The provider's config as the engine records it in the state: ``apiKey`` always a secret (the schema
+        says so, but the engine takes the config as the program gives it). A key that came in plain is made
+        secret, with one warning: it also sits in plain text in the stack's config file."""
+        news = dict(request.new_inputs)
+        key = news.get("apiKey")
+        if key is not None and not key.is_secret and isinstance(key.value, str):
+            news["apiKey"] = key.with_secret(True)
+            from ..resources.process import log_once  # the engine may check the config more than once
+
+            with lines_to(self._sink(request.urn)) if self._sink else contextlib.nullcontext():
+                log_once(("plain api key",), PLAIN_KEY_WARNING)
+        return CheckResponse(news)
 
     async def configure(self, request: ConfigureRequest) -> ConfigureResponse:
         given, _ = to_core({"properties": {}}, request.args)

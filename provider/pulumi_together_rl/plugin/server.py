@@ -35,7 +35,8 @@ from ..messages import Sink, UserError, is_bug
 
 
 class EngineLog:
-    """Lines for the engine's log, each under a URN; stderr where the engine cannot be reached."""
+    """Lines for the engine's log, each under a URN; stderr where the engine cannot take one, and nowhere when
+    stderr cannot either: :meth:`log` never raises (a line is a courtesy, never a failed operation)."""
 
     def __init__(self, address: str) -> None:
         self._address = address
@@ -59,8 +60,11 @@ class EngineLog:
                     severity=severity, message=line, urn=urn, ephemeral=status and not warning
                 )
             )
-        except grpc.RpcError:
-            print(line, file=sys.stderr, flush=True)
+        except Exception:  # the engine gone or unreachable, a line protobuf cannot carry: stderr instead
+            try:
+                print(line, file=sys.stderr, flush=True)
+            except Exception:  # stderr gone too (a broken pipe): a line never fails an operation
+                pass
 
     def _engine(self) -> Any:
         with self._lock:

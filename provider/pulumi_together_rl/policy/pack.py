@@ -180,7 +180,34 @@ def _record_the_stack() -> None:
     servicer.ConfigureStack = configure_stack
 
 
+def _report_the_version() -> None:
+    """Answer the engine with this package's version, as the folder's ``PulumiPolicy.yaml`` does.
+
+    pulumi-policy (1.21) hands its (private) analyzer servicer a fixed ``0.0.1``, which the engine shows for a
+    pack started as an executable (a folder's ``PulumiPolicy.yaml`` names the version instead). This wraps the
+    servicer's constructor to pass :data:`~pulumi_together_rl.__version__`, the one version both ways report;
+    without that constructor (another version), it warns and the SDK's stays. Upstream fix: a ``version``
+    argument of ``PolicyPack``.
+    """
+    from pulumi_policy import policy as sdk
+
+    from .. import __version__
+
+    servicer = getattr(sdk, "_PolicyAnalyzerServicer", None)
+    original = getattr(servicer, "__init__", None)
+    if servicer is None or original is None or original is object.__init__:
+        print(f"{PACK_NAME}: warning: this pulumi-policy has no analyzer servicer to give the pack's version "
+              f"({__version__}) to", file=sys.stderr)  # fmt: skip
+        return
+
+    def init(self: Any, name: str, version: str, *args: Any, **kwargs: Any) -> None:
+        original(self, name, __version__, *args, **kwargs)
+
+    servicer.__init__ = init
+
+
 def main() -> None:
     """Serve the pack (blocks): what the engine starts, by folder or as ``together-rl-policy-pack``."""
     _record_the_stack()
+    _report_the_version()
     PolicyPack(name=PACK_NAME, policies=policies(), enforcement_level=EnforcementLevel.MANDATORY)

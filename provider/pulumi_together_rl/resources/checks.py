@@ -50,12 +50,17 @@ def adoptable(
         m.split(" (", 1)[0] for m in schema.differences(compared, live)
     ]  # field names only: no values
     if mismatched:
-        return [Failure("adopt_id", f"{name} {quoted} was created with other settings: {', '.join(mismatched)} "
-                                    "differ. Declare the inputs it was created with, or remove adopt_id to "
-                                    "create a new one")]  # fmt: skip
+        verb = "differs" if len(mismatched) == 1 else "differ"
+        return [Failure("adopt_id", f"{name} {quoted} was created with other settings: "
+                                    f"{_listed(mismatched, 'and')} {verb}. Declare the inputs it was created "
+                                    "with, or remove adopt_id to create a new one")]  # fmt: skip
     return []
 
 
 def _either(statuses: frozenset[Any]) -> str:
-    shorts = sorted(s.short for s in statuses)
-    return shorts[0] if len(shorts) == 1 else f"{', '.join(shorts[:-1])} or {shorts[-1]}"
+    return _listed(sorted(s.short for s in statuses), "or")
+
+
+def _listed(words: list[str], last: str) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {last} {words[-1]}"

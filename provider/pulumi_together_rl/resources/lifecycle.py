@@ -18,7 +18,9 @@ produced, and never once the engine is gone (:mod:`..lifeline`): then its entry 
 * **read**: one list of the kind answers every read of a refresh, a GET only for what it does not show; a 404 or
   an ended object is gone (the next ``up`` recreates it; the kind says why when it can tell, such as an idle
   stop), except a 404 for an object made under a minute ago (read-after-write lag), which stays. A declared
-  object is then kept as declared (``Schema.keep``: extend-expiry when due); a keep that fails is a line.
+  object is then kept as declared (``Schema.keep``: extend-expiry when due); a keep that fails is a line. An
+  output that moved by sub-second jitter keeps its stored value (``Schema.steady``). With nothing declared
+  (``pulumi import``, ``.get()``), an id that is not there, has ended or cannot be an id is an error naming it.
 * **update**: nothing that replaces; the kind's PATCH when it has one, and its keep when an input of
   ``Schema.kept_by`` changed; else no call at all.
 * **delete**: stop (through an outage; a refusal judged by the object's state; the kind explains a refusal it
@@ -507,8 +509,18 @@ def _read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
     try:
         # One list answers every read of a refresh; a GET only for what it does not show.
         live = process.listed(client, schema).get(ident) or _get_young(schema, client, ident, props)
+    # The client refuses the id itself (it would change the request path): the user's, from import or get.
+    except errors.InvalidArgument as exc:
+        raise UserError("reading", schema.name, ident, "this is not an id an object can have",
+                        _check_the_id(schema)) from exc  # fmt: skip
     except Exception as exc:
         raise UserError("reading", schema.name, ident, *explain(exc)) from exc
+    if props.get(schema.required) is None and (live is None or live.status in schema.collection.ended):
+        # `pulumi import` or `.get()`: nothing there is an error, never an entry without outputs in the state.
+        state = (
+            "the API answers 404 (not found)" if live is None else f"it is {live.status.short}: it has ended"
+        )
+        raise UserError("reading", schema.name, ident, state, _check_the_id(schema))
     keys = schema.input_keys
     if live is None and young(props):
         log(
@@ -536,8 +548,16 @@ def _read(schema: Schema, ident: str, props: Mapping[str, Any]) -> Found | None:
         # check added since (the declaration, the estimated price, a session's resource spec) are missing here
         # but stored with the inputs. Rebuilt from these outputs, they would be dropped at every refresh (and
         # the price asked for again at every preview): the stored inputs stay as they are.
-        return Found(ident, schema.to_outputs(inputs, live), None)
-    return Found(ident, schema.to_outputs(inputs, live), inputs)
+        return Found(ident, schema.steady(props, schema.to_outputs(inputs, live)), None)
+    return Found(ident, schema.steady(props, schema.to_outputs(inputs, live)), inputs)
+
+
+def _check_the_id(schema: Schema) -> str:
+    """What to do about an id that ``pulumi import`` or ``.get()`` (``get: id:`` in YAML) was given."""
+    return (
+        f"Check the id given to `pulumi import` or `.get()` (`get: id:` in YAML): it must be the id of an "
+        f"existing {schema.name} that has not ended (GET {schema.path} lists them)"
+    )
 
 
 def _get_young(schema: Schema, client: Any, ident: str, props: Mapping[str, Any]) -> Any:

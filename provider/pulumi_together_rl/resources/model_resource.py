@@ -17,9 +17,9 @@ Lifecycle
              (``journal.py``): the next create of the same declaration takes the object over.
     read     one list (``GET`` for what it misses); a 404 or a STOPPING / STOPPED / ERROR resource is reported
              as gone, so the next ``pulumi up`` recreates it: resources stop themselves after
-             ``inactive_timeout`` idle seconds, normal drift, which the line names as such. A READY one is kept
-             until ``keep_ready_until`` (extend-expiry when ``expires_at`` comes earlier; a failure is a line,
-             not a failed refresh).
+             ``inactive_timeout`` idle seconds (or when a keep ends), normal drift, which the line names as
+             such. A READY one is kept until ``keep_ready_until`` (extend-expiry when ``expires_at`` comes
+             earlier: the one change a refresh may make; a failure is a line, not a failed refresh).
     update   only provider options change in place; ``keep_ready_until`` is the one that calls the API
              (a GET, then extend-expiry when due).
     delete   stop without ``force``. If the API refuses because training sessions are attached, the error lists
@@ -132,12 +132,14 @@ class ModelResourceArgs:
     more than 0 and at most 10000. ``pulumi preview`` fails when the estimate exceeds it. Never replaces;
     changing it calls no API."""
     keep_ready_until: pulumi.Input[str] | None
-    """Provider option: an RFC 3339 time with its zone (``"2026-12-04T18:00:00Z"``) until which the resource
-    must not stop itself for inactivity. The provider calls ``POST .../extend-expiry`` after the create, at an
-    update that changes it and at every refresh, whenever ``expires_at`` comes earlier; ``expires_at`` shows the
-    result. One call reaches at most a day ahead, so a longer keep needs a refresh (or ``pulumi up --refresh``)
-    at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
-    passes. Past it the resource idles out after ``inactive_timeout`` as usual. Never replaces."""
+    """Provider option: an RFC 3339 time with its zone (``"2026-12-04T18:00:00Z"``), at most 30 days ahead
+    (a warning past a week), until which the resource must not stop itself for inactivity. The provider calls
+    ``POST .../extend-expiry`` after the create, at an update that changes it and at every refresh, whenever
+    ``expires_at`` comes earlier, counting the seconds on the API's clock; ``expires_at`` shows the result. One
+    call reaches at most a day ahead, so a longer keep needs a refresh (or ``pulumi up --refresh``) at least
+    daily. The API never moves an expiry earlier: a time moved back takes effect once the later one passes. At
+    this time the resource stops itself (not ``inactive_timeout`` later), unless session activity keeps it.
+    Never replaces."""
 
     def __init__(
         self,

@@ -1,23 +1,27 @@
 """What ``check`` judges of a model resource: the inputs' shapes and bounds (the validated-inputs model, with
-a hint per field), then, for a new resource or a changed API input, what the API offers (model, GPU type,
-full-weight, replicas), ``adopt_id`` (exists, active, same settings) and the estimated price
-(``POST .../estimate-cost``, one request per body per process), which goes into ``price_per_hour`` /
-``currency`` and a line on stderr; ``max_price_per_hour`` below it fails. A 400 from estimate-cost names the
-field. No key, or an API that cannot be asked: warn and skip (:func:`.process.remote_check`).
+a hint per field; ``keep_ready_until`` at most 30 days ahead, with a warning past a week), then, for a new
+resource or a changed API input, what the API offers (model, GPU type, full-weight, replicas), ``adopt_id``
+(exists, active, same settings) and the estimated price (``POST .../estimate-cost``, one request per body per
+process), which goes into ``price_per_hour`` / ``currency`` and a line on stderr; ``max_price_per_hour`` below
+it fails. A 400 from estimate-cost names the field. No key, or an API that cannot be asked: warn and skip
+(:func:`.process.remote_check`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StrictBool, StrictFloat, model_validator
 
 from ..client import errors
-from ..messages import log, printable
+from ..messages import printable
 from . import checks, process
 from .inputs import (
     ID_MAX,
+    OWNER_KEY,
     Failure,
     PathId,
     StrictInputs,
@@ -31,6 +35,8 @@ from .inputs import (
 )
 from .model_resource_schema import (
     ESTIMATE_KEYS,
+    KEEP_MAX_AHEAD,
+    KEEP_WARNING_AHEAD,
     MODEL_RESOURCE,
     REPLACE_ON_CHANGES,
     parse_time,
@@ -50,6 +56,8 @@ def check(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[dict[str, A
     """(checked inputs, failures): the shapes, then what the API says (see the module docstring)."""
     declared = {k: v for k, v in news.items() if k not in ESTIMATE_KEYS}  # check's own, never declared
     inputs, failures = validate_inputs(Inputs, declared, required=("base_model",), hints=HINTS)
+    if not failures:
+        failures = _check_keep(olds, inputs)
     if not failures:
         inputs, failures = _check_remote(olds, inputs)
     return inputs, failures
@@ -149,9 +157,30 @@ HINTS = {
     "adopt_id": f"Use the id of an existing model resource (at most {ID_MAX} characters), or leave adopt_id unset",
     "max_price_per_hour": f"Use a price greater than 0 and at most {_PRICE_MAX:.0f} in the estimate's currency "
     "(USD), or leave it unset for no ceiling",
-    "keep_ready_until": 'Use an RFC 3339 time with its zone, e.g. "2026-12-04T18:00:00Z", or leave it unset to '
-    "let the resource stop itself after inactive_timeout idle",
+    "keep_ready_until": 'Use an RFC 3339 time with its zone, e.g. "2026-12-04T18:00:00Z", at most '
+    f"{KEEP_MAX_AHEAD.days} days ahead, or leave it unset to let the resource stop itself after inactive_timeout "
+    "idle",
 }
+
+
+def _check_keep(olds: Mapping[str, Any], inputs: Mapping[str, Any]) -> list[Failure]:
+    """``keep_ready_until`` at most :data:`KEEP_MAX_AHEAD` ahead of now (this machine's clock: days, not
+    seconds, are at stake); further than :data:`KEEP_WARNING_AHEAD`, a warning when it is new or changed."""
+    until = parse_time(inputs.get("keep_ready_until"))  # None: unset or unknown (its shape was checked above)
+    if until is None:
+        return []
+    ahead = until - datetime.now(timezone.utc)
+    if ahead > KEEP_MAX_AHEAD:
+        return [Failure("keep_ready_until", f"keep_ready_until is more than {KEEP_MAX_AHEAD.days} days ahead, the "
+                        "furthest a keep may reach: it holds a GPU READY, billed every hour whether used or not, "
+                        f"until then. {HINTS['keep_ready_until']}")]  # fmt: skip
+    if ahead > KEEP_WARNING_AHEAD and olds.get("keep_ready_until") != inputs.get("keep_ready_until"):
+        line = (
+            f"warning: {KIND} ({inputs.get('base_model')}): keep_ready_until is {ahead.days} days ahead: the GPU "
+            "stays READY, billed every hour whether used or not, until then"
+        )
+        process.log_once(_said_of(inputs, "keep", inputs.get("keep_ready_until")), line)
+    return []
 
 
 def _check_remote(olds: Mapping[str, Any], inputs: dict[str, Any]) -> tuple[dict[str, Any], list[Failure]]:
@@ -174,13 +203,20 @@ def _check_remote(olds: Mapping[str, Any], inputs: dict[str, Any]) -> tuple[dict
             return inputs, failures
         if estimate is not None:
             inputs = {**inputs, "price_per_hour": estimate.price_per_hour, "currency": estimate.currency}
-            log(f"{KIND} ({base_model}): estimated {price_text(inputs)} (POST {PATH}/estimate-cost)")
+            line = f"{KIND} ({base_model}): estimated {price_text(inputs)} (POST {PATH}/estimate-cost)"
+            process.log_once(_said_of(inputs, "price", line), line)
     ceiling, price = inputs.get("max_price_per_hour"), inputs.get("price_per_hour")
     if isinstance(ceiling, float) and isinstance(price, (int, float)) and price > ceiling:
         return inputs, [Failure("max_price_per_hour", f"the estimated price of this model resource, "
                                      f"{price_text(inputs)}, exceeds max_price_per_hour {ceiling:.2f}. Choose a "
                                      "smaller GPU type or fewer generator replicas, or raise max_price_per_hour")]  # fmt: skip
     return inputs, []
+
+
+def _said_of(inputs: Mapping[str, Any], *what: Any) -> tuple[Any, ...]:
+    """The key of a line check says once per declaration (:func:`.process.log_once`)."""
+    body = json.dumps(pick(inputs, REPLACE_ON_CHANGES), sort_keys=True, default=str)
+    return (KIND, inputs.get(OWNER_KEY), body, *what)
 
 
 def _ask(client: Any, inputs: dict[str, Any]) -> tuple[list[Failure], Any]:

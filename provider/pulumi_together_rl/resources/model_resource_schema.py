@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from .. import config
@@ -52,6 +52,13 @@ KEPT_BY = ("keep_ready_until",)
 """What :func:`keep` reads: an update that changes it extends the expiry."""
 EXTEND_SECONDS = (60, 86400)
 """What one ``POST .../extend-expiry`` may ask for (seconds from now)."""
+KEEP_WARNING_AHEAD = timedelta(days=7)
+"""A ``keep_ready_until`` further ahead than this is accepted at check with a warning: it bills every hour."""
+KEEP_MAX_AHEAD = timedelta(days=30)
+"""The furthest ahead a ``keep_ready_until`` may reach: check refuses more, and a refresh does not extend for a
+deployed one that is (a state written before this bound). A keep is a GPU billed every hour whether used or not,
+and a far date is more often a typo or a placeholder (``9999-12-31``) than a plan; a longer hold is a new
+``keep_ready_until`` once this one draws near."""
 ESTIMATE_KEYS = ("price_per_hour", "currency")
 """Added by check (estimate-cost); diff never looks at them."""
 OUTPUT_KEYS = (
@@ -150,10 +157,19 @@ def parse_time(value: Any) -> datetime | None:
 def keep(client: Any, ident: str, inputs: Mapping[str, Any], mr: Any) -> Any:
     """Hold a READY resource until ``keep_ready_until``: one ``extend-expiry`` when its ``expires_at`` comes
     earlier, none otherwise (the API never moves it earlier, so a later expiry already keeps the promise).
-    One call reaches at most a day ahead: a longer keep is extended again at the next refresh or update."""
+    The seconds asked for are counted on the API's clock (:func:`.process.api_now`), so a machine whose clock is
+    off neither over- nor under-extends. One call reaches at most a day ahead: a longer keep is extended again
+    at the next refresh or update. A keep more than :data:`KEEP_MAX_AHEAD` ahead is not extended at all."""
     until = parse_time(inputs.get("keep_ready_until"))
-    now = datetime.now(timezone.utc)
-    if until is None or until <= now or mr is None:
+    if until is None or mr is None:
+        return mr
+    now = process.api_now(client)
+    if until <= now:
+        return mr
+    if until - now > KEEP_MAX_AHEAD:
+        log(f"model resource {ident}: not kept READY until {iso(until)}: keep_ready_until is more than "
+            f"{KEEP_MAX_AHEAD.days} days ahead, further than a keep may reach. Set a keep_ready_until within "
+            f"{KEEP_MAX_AHEAD.days} days and run `pulumi up`")  # fmt: skip
         return mr
     if mr.status != ModelResourceStatus.READY:
         log(f"model resource {ident}: not kept READY until {iso(until)}: it is {mr.status.short}, and only a "
@@ -178,9 +194,35 @@ def keep(client: Any, ident: str, inputs: Mapping[str, Any], mr: Any) -> Any:
     return kept
 
 
+STEADY_OUTPUTS = ("expires_at",)
+"""Outputs that move between reads without a change of the resource's own: session activity pushes
+``expires_at`` out to that moment plus ``inactive_timeout``, so the sessions a stack creates right after its
+resource move it by a fraction of a second."""
+JITTER = timedelta(seconds=1)
+
+
+def steady(props: Mapping[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """The outputs of a read, where one of :data:`STEADY_OUTPUTS` moved by less than :data:`JITTER` from the
+    state keeps the stored value: a refresh, or ``preview --refresh --expect-no-changes``, shows no change for
+    it; a move of a second or more (an extend, an hour of training) is recorded."""
+    for key in STEADY_OUTPUTS:
+        stored, found = parse_time(props.get(key)), parse_time(outputs.get(key))
+        if stored is not None and found is not None and abs(found - stored) < JITTER:
+            outputs = {**outputs, key: props[key]}
+    return outputs
+
+
+KEEP_ENDED_WITHIN = timedelta(seconds=EXTEND_SECONDS[0])
+"""How close to ``keep_ready_until`` a stored ``expires_at`` is when the keep set it (extend-expiry asks for
+whole seconds on a clock read to the second)."""
+
+
 def gone_because(props: Mapping[str, Any], mr: Any) -> str:
-    """A resource that stopped with no error once the expiry in the state had passed most likely stopped itself
-    for inactivity: normal drift (the next ``up`` makes a new one), said as such."""
+    """A resource that stopped with no error once the expiry in the state had passed stopped itself for
+    inactivity: normal drift (the next ``up`` makes a new one), said as such. Its expiry is the later of its
+    last session activity plus ``inactive_timeout`` and what a keep asked for, so the line says which one it
+    was: a keep that ended (it then stops at the keep's end, however long it had been idle), one that a daily
+    refresh did not carry far enough, or ``inactive_timeout`` idle seconds."""
     expiry = parse_time(props.get("expires_at"))
     if (
         mr is None
@@ -190,9 +232,21 @@ def gone_because(props: Mapping[str, Any], mr: Any) -> str:
         or mr.updated_at < expiry
     ):
         return ""
+    kept = parse_time(props.get("keep_ready_until"))
+    if kept is not None and kept <= expiry <= kept + KEEP_ENDED_WITHIN:
+        return (
+            f" (it stopped itself for inactivity when its keep ended: keep_ready_until, {iso(kept)}, had passed "
+            "with no session activity to hold it longer)"
+        )
+    if kept is not None and kept > mr.updated_at:
+        return (
+            f" (it stopped itself for inactivity at its expires_at, {iso(expiry)}, before keep_ready_until, "
+            f"{iso(kept)}: one extend-expiry reaches a day ahead, so a longer keep needs a `pulumi refresh` at "
+            "least daily)"
+        )
     idle = props.get("effective_inactive_timeout") or props.get("inactive_timeout")
     after = (
-        f" after {float(idle):g} s without activity (inactive_timeout)" if idle else ""
+        f" after {float(idle):g} s without session activity (inactive_timeout)" if idle else ""
     )  # the engine's 300.0
     return f" (it stopped itself{after}: its expires_at, {iso(expiry)}, had passed)"
 
@@ -275,5 +329,6 @@ MODEL_RESOURCE = Schema(
     keep=keep,
     kept_by=KEPT_BY,
     gone_because=gone_because,
+    steady=steady,
 )
 """How the shared lifecycle (:mod:`.lifecycle`) runs a model resource."""

@@ -18,6 +18,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -86,7 +87,7 @@ def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False)
 
 
 def clear_caches() -> None:
-    """Forget clients and cached API answers (tests)."""
+    """Forget clients, cached API answers and the lines said once (tests)."""
     with _client_lock:
         for client in _clients.values():
             try:
@@ -98,6 +99,45 @@ def clear_caches() -> None:
     watch.clear()
     with _failures_lock:
         _remote_failures.clear()
+    with _said_lock:
+        _said.clear()
+
+
+CLOCK_SKEW_WARNING = 60.0
+"""Seconds between this machine's clock and the API's from which :func:`api_now` warns (once per process)."""
+
+
+def api_now(client: TogetherRL) -> datetime:
+    """Now on the API's clock: this machine's, moved by the offset the API's latest answer showed (its ``Date``
+    header, :attr:`~..client.api.TogetherRL.clock_offset`); this machine's alone before any answer. A time the API
+    compares with its own clock (how many seconds until ``keep_ready_until``) is counted from this, so a machine
+    whose clock is off asks neither too much nor too little. A skew of :data:`CLOCK_SKEW_WARNING` or more is
+    said once."""
+    now = datetime.now(timezone.utc)
+    offset = getattr(client, "clock_offset", None)
+    if not isinstance(offset, (int, float)):
+        return now
+    if abs(offset) >= CLOCK_SKEW_WARNING:
+        side = "behind" if offset > 0 else "ahead of"
+        log_once(("clock skew",), f"warning: this machine's clock is {format_elapsed(abs(offset))} {side} the "
+                 "Together API's (the Date header of its answers): times it compares with its own, such as "
+                 "keep_ready_until, are counted on the API's clock. Set this machine's clock (NTP)")  # fmt: skip
+    return now + timedelta(seconds=offset)
+
+
+_said_lock = threading.Lock()
+_said: set[tuple[Any, ...]] = set()
+
+
+def log_once(key: tuple[Any, ...], line: str) -> None:
+    """:func:`~..messages.log` ``line``, unless this process said it for ``key`` already. For what ``check``
+    says: the engine checks a resource it is about to replace twice (the second time without its old inputs, so
+    that a provider can generate new names), and the second check would repeat every line of the first."""
+    with _said_lock:
+        if key in _said:
+            return
+        _said.add(key)
+    log(line)
 
 
 _CANNOT_ASK = (

@@ -84,6 +84,9 @@ class Schema:
     gone_because: Callable[[Mapping[str, Any], Any], str] = lambda props, live: ""
     """(the state, the ended object) -> why it ended, when the kind can tell (``stopped itself after ...``),
     for the refresh that drops it; ``""``: nothing to add."""
+    steady: Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]] = lambda props, outputs: outputs
+    """(the state, the outputs a read found) -> the outputs to record: an output that moves by sub-second jitter
+    between reads (a model resource's ``expires_at``) keeps its stored value, so a refresh shows no change."""
 
     @property
     def name(self) -> str:

@@ -49,12 +49,14 @@ class ModelResourceArgs:
                default 900.
         :param pulumi.Input[_builtins.bool] force_stop: Provider option: on delete, stop even with training sessions attached (they stop too). Default False.
         :param pulumi.Input[_builtins.int] inactive_timeout: Seconds (300-86400, API default 3600) without session activity after which the resource stops itself.
-        :param pulumi.Input[_builtins.str] keep_ready_until: Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`) until which the resource
-               must not stop itself for inactivity. The provider calls `POST .../extend-expiry` after the create, at an
-               update that changes it and at every refresh, whenever `expires_at` comes earlier; `expires_at` shows the
-               result. One call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`)
-               at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
-               passes. Past it the resource idles out after `inactive_timeout` as usual. Never replaces.
+        :param pulumi.Input[_builtins.str] keep_ready_until: Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`), at most 30 days ahead
+               (a warning past a week), until which the resource must not stop itself for inactivity. The provider calls
+               `POST .../extend-expiry` after the create, at an update that changes it and at every refresh, whenever
+               `expires_at` comes earlier, counting the seconds on the API's clock; `expires_at` shows the result. One
+               call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`) at least
+               daily. The API never moves an expiry earlier: a time moved back takes effect once the later one passes. At
+               this time the resource stops itself (not `inactive_timeout` later), unless session activity keeps it.
+               Never replaces.
         :param pulumi.Input[_builtins.bool] lora_enabled: True (API default): hosts several LoRA sessions. False: one full-weight session.
         :param pulumi.Input[_builtins.float] max_price_per_hour: Provider option: a ceiling on the estimated hourly price (the API's estimate-cost, in its currency, USD),
                more than 0 and at most 10000. `pulumi preview` fails when the estimate exceeds it. Never replaces;
@@ -190,12 +192,14 @@ class ModelResourceArgs:
     @pulumi.getter(name="keepReadyUntil")
     def keep_ready_until(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
-        Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`) until which the resource
-        must not stop itself for inactivity. The provider calls `POST .../extend-expiry` after the create, at an
-        update that changes it and at every refresh, whenever `expires_at` comes earlier; `expires_at` shows the
-        result. One call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`)
-        at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
-        passes. Past it the resource idles out after `inactive_timeout` as usual. Never replaces.
+        Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`), at most 30 days ahead
+        (a warning past a week), until which the resource must not stop itself for inactivity. The provider calls
+        `POST .../extend-expiry` after the create, at an update that changes it and at every refresh, whenever
+        `expires_at` comes earlier, counting the seconds on the API's clock; `expires_at` shows the result. One
+        call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`) at least
+        daily. The API never moves an expiry earlier: a time moved back takes effect once the later one passes. At
+        this time the resource stops itself (not `inactive_timeout` later), unless session activity keeps it.
+        Never replaces.
         """
         return pulumi.get(self, "keep_ready_until")
 
@@ -284,12 +288,14 @@ class ModelResource(pulumi.CustomResource):
                default 900.
         :param pulumi.Input[_builtins.bool] force_stop: Provider option: on delete, stop even with training sessions attached (they stop too). Default False.
         :param pulumi.Input[_builtins.int] inactive_timeout: Seconds (300-86400, API default 3600) without session activity after which the resource stops itself.
-        :param pulumi.Input[_builtins.str] keep_ready_until: Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`) until which the resource
-               must not stop itself for inactivity. The provider calls `POST .../extend-expiry` after the create, at an
-               update that changes it and at every refresh, whenever `expires_at` comes earlier; `expires_at` shows the
-               result. One call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`)
-               at least daily. The API never moves an expiry earlier: a time moved back takes effect once the later one
-               passes. Past it the resource idles out after `inactive_timeout` as usual. Never replaces.
+        :param pulumi.Input[_builtins.str] keep_ready_until: Provider option: an RFC 3339 time with its zone (`"2026-12-04T18:00:00Z"`), at most 30 days ahead
+               (a warning past a week), until which the resource must not stop itself for inactivity. The provider calls
+               `POST .../extend-expiry` after the create, at an update that changes it and at every refresh, whenever
+               `expires_at` comes earlier, counting the seconds on the API's clock; `expires_at` shows the result. One
+               call reaches at most a day ahead, so a longer keep needs a refresh (or `pulumi up --refresh`) at least
+               daily. The API never moves an expiry earlier: a time moved back takes effect once the later one passes. At
+               this time the resource stops itself (not `inactive_timeout` later), unless session activity keeps it.
+               Never replaces.
         :param pulumi.Input[_builtins.bool] lora_enabled: True (API default): hosts several LoRA sessions. False: one full-weight session.
         :param pulumi.Input[_builtins.float] max_price_per_hour: Provider option: a ceiling on the estimated hourly price (the API's estimate-cost, in its currency, USD),
                more than 0 and at most 10000. `pulumi preview` fails when the estimate exceeds it. Never replaces;
