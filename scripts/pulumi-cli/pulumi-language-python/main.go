@@ -174,9 +174,13 @@ func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulum
 	if err != nil {
 		return nil, fmt.Errorf("preparing the Python command: %w", err)
 	}
-	config, err := json.Marshal(req.GetConfig())
-	if err != nil {
-		return nil, fmt.Errorf("serializing the stack configuration: %w", err)
+	// A stack with no config sends none: the variable is then left out, as the upstream host does (the SDK
+	// reads an unset PULUMI_CONFIG as no config, while the JSON of a nil map, `null`, fails in set_all_config).
+	var config []byte
+	if req.GetConfig() != nil {
+		if config, err = json.Marshal(req.GetConfig()); err != nil {
+			return nil, fmt.Errorf("serializing the stack configuration: %w", err)
+		}
 	}
 	secretKeys := req.GetConfigSecretKeys()
 	if secretKeys == nil {
@@ -189,7 +193,10 @@ func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulum
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	cmd.Env = append(cmd.Env, "PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeysJSON))
+	if config != nil {
+		cmd.Env = append(cmd.Env, "PULUMI_CONFIG="+string(config))
+	}
+	cmd.Env = append(cmd.Env, "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeysJSON))
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
 	if dir := req.GetInfo().GetProgramDirectory(); dir != "" && cmd.Dir == "" {
