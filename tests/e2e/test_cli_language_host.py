@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
-from harness.cli import ROOT, active, processes_of, unavailable
+from harness.cli import ROOT, active, processes_of, provider_pids, unavailable, wait_until
 
 HOST_SOURCE = ROOT / "scripts" / "pulumi-cli" / "pulumi-language-python" / "main.go"
+HOST_GONE_WITHIN = 5.0  # seconds from the CLI's death to the host's
 
 
 @pytest.fixture
@@ -56,3 +59,35 @@ def test_a_stack_with_no_config_at_all_runs_its_program(cli_stack, emulator, own
     outputs = stack.outputs()
     assert outputs["model_resource_status"] == "READY"
     assert [o["id"] for o in active(emulator)["model_resources"]] == [outputs["model_resource_id"]]
+
+
+def test_a_killed_cli_leaves_no_language_host_behind(cli_stack, emulator, own_host):
+    """A CI runner's hard cancel mid-create: the CLI is SIGKILLed; its language host, in a process group of its
+    own, must end with it within seconds (it lived on for 12-30 minutes)."""
+    emulator.control.configure(timings={"resource_pending": 30.0})
+    stack = cli_stack(ROOT).init()
+    process = stack.popen("up", "--yes", "--skip-preview")
+    try:
+        wait_until(lambda: emulator.control.state()["model_resources"], 120, "the create")
+        hosts = wait_until(lambda: _hosts(stack), 10, "the language host")
+        assert all(os.readlink(f"/proc/{pid}/exe") == str(own_host) for pid in hosts), hosts
+        os.kill(process.pid, signal.SIGKILL)  # the CLI itself, nothing else
+        process.communicate()
+        killed = time.monotonic()
+        deadline = killed + HOST_GONE_WITHIN
+        while time.monotonic() < deadline and _hosts(stack):
+            time.sleep(0.1)
+        left = _hosts(stack)
+        assert left == [], (
+            f"the language host {left} still runs {HOST_GONE_WITHIN} s after its CLI was killed"
+        )
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+        wait_until(
+            lambda: not provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the orphaned provider to exit"
+        )
+        for pid in processes_of(stack):
+            os.kill(pid, signal.SIGKILL)
+    stack.run("cancel", "--yes")  # the lock the killed engine left, so that clean-up can destroy
