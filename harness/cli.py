@@ -51,13 +51,17 @@ def provide() -> tuple[str | None, str]:
 @functools.cache
 def provide_yaml_host() -> tuple[str | None, str]:
     """(the folder of the Pulumi YAML language host, "") or (None, why it cannot be provided): what
-    ``scripts/pulumi-yaml.sh`` prints (PATH, the per-user cache, or a build from the Go module proxy)."""
-    return _folder_from(YAML_SCRIPT, "the YAML language host")
+    ``scripts/pulumi-yaml.sh`` prints (PATH, the per-user cache, or a build from the Go module proxy). With a
+    CLI at hand the host goes next to it (``--beside``), where the CLI takes it without a warning."""
+    cli, _ = provide()
+    return _folder_from(YAML_SCRIPT, "the YAML language host", *(["--beside", cli] if cli else []))
 
 
-def _folder_from(script: Path, what: str) -> tuple[str | None, str]:
+def _folder_from(script: Path, what: str, *args: str) -> tuple[str | None, str]:
     """The folder a provider script prints last on stdout, or (None, its reason from stderr)."""
-    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=3600, check=False)
+    result = subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, timeout=3600, check=False
+    )
     lines = result.stdout.strip().splitlines()
     if result.returncode == 0 and lines:
         return lines[-1], ""

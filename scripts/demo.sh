@@ -6,14 +6,16 @@
 #   1. sets up the venv (uv sync, from uv.lock)
 #   2. starts the emulator on a free loopback port, with short but visible transition timings
 #   3. points Pulumi at a local file backend inside the repo (.pulumi-state/<stack>/, git-ignored) and creates
-#      a throwaway stack (passphrase secrets provider with a demo passphrase)
+#      a throwaway stack (passphrase secrets provider with a demo passphrase); the provider's create journal goes
+#      to the run's temporary folder (its records are about the throwaway emulator's objects only)
 #   4. sets together:baseUrl and together:apiKey (as a secret), runs `pulumi up --yes`, prints the outputs
-#   5. runs `pulumi destroy --yes`, removes the stack, stops the emulator and cleans up, even when a step fails
+#   5. runs `pulumi destroy --yes`, removes the stack, stops the emulator and cleans up, even when a step fails:
+#      nothing of the run is left (no process, no stack file, no backend, no temporary folder, no journal record)
 #
-# One Ctrl-C: the terminal signals the whole foreground process group (make, this script, `pulumi`), but not the
-# emulator, which runs in a session of its own. `pulumi up` cancels as Pulumi does (the creates already started
-# finish, a few seconds with the emulator's timings; nothing new starts), then cleanup destroys the stack, prints
-# what the emulator still holds, and only then stops it.
+# One Ctrl-C: the terminal signals the whole foreground process group (make, this script, `pulumi`, and a `tee`
+# the output is piped into), but not the emulator, which runs in a session of its own. `pulumi up` cancels as
+# Pulumi does (the creates already started finish, a few seconds with the emulator's timings; nothing new
+# starts), then cleanup destroys the stack, prints what the emulator still holds, and only then stops it.
 #
 # The Pulumi CLI comes from scripts/pulumi-cli.sh (PATH, the per-user cache, the official installer or a Go
 # build); where none of those works it stops at once with exit status 1 and says what to install.
@@ -23,6 +25,29 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 say() { printf '\n==> %s\n' "$*"; }
+
+# ---------------------------------------------------------------------------------------------- output
+# The Ctrl-C that cancels the demo also ends the reader of a pipe its output may go to (`make demo 2>&1 | tee
+# demo.log`). Every later write would then be a broken pipe, and SIGPIPE would end the cancelled `pulumi up`
+# (its create left running, unknown to the destroy) and the cleanup (the emulator and the stack left behind).
+# So both streams go through a relay that ignores those signals: it copies what it reads while its reader is
+# there, then drains the rest (nobody is left to read it). It ends once everything the demo started has closed
+# the stream; cleanup waits for it, so that nothing prints after `make demo` has returned.
+relay() {
+    trap '' INT TERM HUP PIPE
+    cat 2>/dev/null || true
+    exec cat >/dev/null
+}
+if [ /dev/stdout -ef /dev/stderr ]; then
+    exec > >(relay) 2>&1 # one stream (a terminal, `2>&1`): one relay keeps the order of its lines
+    RELAY_OUT=$!
+    RELAY_ERR=$!
+else
+    exec > >(relay)
+    RELAY_OUT=$!
+    exec 2> >(relay >&2)
+    RELAY_ERR=$!
+fi
 
 # ------------------------------------------------------------------------------------------ Pulumi CLI
 # scripts/pulumi-cli.sh finds or provides the pinned CLI (PATH, per-user cache, installer, Go build) and prints
@@ -96,7 +121,8 @@ cleanup() {
     # From here on a second Ctrl-C (or a TERM, or a hangup) must not cut the cleanup short: the emulator runs in
     # a session of its own, and nothing else would stop it. (The commands below inherit the ignored signals,
     # unless they install handlers of their own.)
-    trap '' INT TERM HUP
+    # And a stream nobody reads any more must not end it either (should the relay be gone).
+    trap '' INT TERM HUP PIPE
     set +e
     if [ "$STACK_CREATED" = 1 ] && [ "$STACK_REMOVED" = 0 ]; then
         local why="a failure"
@@ -124,6 +150,12 @@ cleanup() {
     if [ "$status" -ne 0 ]; then
         printf '\nmake demo failed (exit status %s); the emulator is stopped and the stack removed.\n' "$status" >&2
     fi
+    # The relays end once this script has closed its ends of the streams (everything it started has ended).
+    exec >&- 2>&-
+    for _ in $(seq 1 50); do
+        kill -0 "$RELAY_OUT" 2>/dev/null || kill -0 "$RELAY_ERR" 2>/dev/null || break
+        sleep 0.1
+    done
     exit "$status"
 }
 # Bash runs a trap once the foreground command has ended: after one Ctrl-C, once the cancelled `pulumi up` has
@@ -142,6 +174,8 @@ read -r -a EXTRA_EMULATOR_ARGS <<<"${TOGETHER_RL_DEMO_EMULATOR_ARGS:-}"
 # In a session of its own (os.setsid, then exec, so $! is the emulator; macOS has no setsid(1)): an emulator in
 # the terminal's process group dies with the Ctrl-C, and the cancelled `pulumi up` and cleanup's destroy then
 # wait on a dead API (up to the 3600 s create timeout). cleanup stops it, after the destroy.
+# Its output file exists before the wait below reads it: the background shell opens it only once it runs.
+: >"$WORK/emulator.out"
 "$PYTHON" -c 'import os, sys; os.setsid(); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])' \
     -m pulumi_together_rl.emulator --host 127.0.0.1 --port 0 --api-key "$DEMO_API_KEY" \
     --timings resource_pending=4,resource_creating=3,resource_stopping=2,session_creating=2,session_stopping=1 \
@@ -172,6 +206,13 @@ if [ -z "$BASE_URL" ]; then
     cat "$WORK/emulator.err" >&2
     exit 1
 fi
+# It prints the URL once it listens (connections queue until it serves): ready is its first answer.
+if ! "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/_emulator/state", timeout=30)' \
+    "$BASE_URL" 2>/dev/null; then
+    echo "the emulator at $BASE_URL does not answer:" >&2
+    cat "$WORK/emulator.err" >&2
+    exit 1
+fi
 echo "emulator: $BASE_URL (pid $EMULATOR_PID)"
 
 # ---------------------------------------------------------------------------------------------- pulumi
@@ -189,6 +230,9 @@ export UV_FROZEN=1
 export TOGETHER_RL_POLL_INTERVAL=0.5
 # The stack config decides; a key or URL from the caller's shell must not leak into the demo.
 unset TOGETHER_API_KEY TOGETHER_BASE_URL
+# The create journal records what the provider makes in the throwaway emulator: it lives and goes with the run's
+# temporary folder, never in the user's journal (or in one a caller's TOGETHER_RL_STATE_DIR names).
+export TOGETHER_RL_STATE_DIR="$WORK/state"
 
 say "creating the throwaway stack $STACK (local backend: $BACKEND_DIR)"
 pulumi stack init "$STACK" --secrets-provider passphrase --non-interactive

@@ -3,7 +3,7 @@
 # PATH beside the CLI: the CLI starts the host of `runtime: yaml` from PATH). Progress goes to stderr, the folder
 # alone to stdout:
 #
-#     PATH="$(scripts/pulumi-cli.sh):$(scripts/pulumi-yaml.sh):$PATH" pulumi up
+#     PATH="$(scripts/pulumi-yaml.sh --beside "$(scripts/pulumi-cli.sh)"):$PATH" pulumi up
 #
 # In order, the first that works:
 #   1. a `pulumi-language-yaml` on PATH (any version);
@@ -15,6 +15,14 @@
 # The pinned version lives in one place: the pulumi-yaml requirement of scripts/pulumi-yaml/go.mod, a module of
 # its own because pulumi-yaml does not compile against the pkg/v3 and sdk/v3 of the pinned CLI (see its comment).
 # PULUMI_YAML_FORCE=cache|build skips the earlier steps.
+#
+# --beside DIR (DIR: the folder of `pulumi`, what scripts/pulumi-cli.sh prints) puts the host next to that CLI
+# and prints DIR instead. The CLI looks for a bundled plugin, which the YAML host is, next to its own binary;
+# found on PATH anywhere else it warns `using pulumi-language-yaml from $PATH at ...` at every lookup (three
+# times per command). Only a CLI this cache holds (scripts/pulumi-cli.sh's copy) gets a link; a CLI installed
+# elsewhere is left alone (the official one ships the host beside itself).
+#
+#     PATH="$(scripts/pulumi-yaml.sh --beside "$(scripts/pulumi-cli.sh)"):$PATH" pulumi up
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,6 +36,39 @@ FORCE="${PULUMI_YAML_FORCE:-}"
 
 say() { printf 'pulumi-yaml: %s\n' "$*" >&2; }
 
+BESIDE=""
+case "${1:-}" in
+    --beside) BESIDE="${2:?--beside needs the folder of pulumi}" ;;
+    "") ;;
+    *) say "unknown argument '$1' (expected --beside DIR, or nothing)"; exit 1 ;;
+esac
+
+# found DIR: the host is in DIR. Prints the folder to put on PATH: DIR, or the --beside folder once the host is
+# next to the CLI there.
+found() {
+    local host="$1/pulumi-language-yaml" cli_dir
+    if [ -z "$BESIDE" ]; then
+        echo "$1"
+        return
+    fi
+    cli_dir="$(cd "$BESIDE" && pwd -P)"
+    if [ -x "$cli_dir/pulumi-language-yaml" ]; then
+        echo "$cli_dir"
+        return
+    fi
+    case "$cli_dir/" in
+        "$(mkdir -p "$CACHE_DIR" && cd "$CACHE_DIR" && pwd -P)"/*)
+            ln -sfn "$host" "$cli_dir/pulumi-language-yaml"
+            say "linked it next to the CLI in $cli_dir (the CLI warns about a YAML host found elsewhere)"
+            echo "$cli_dir"
+            ;;
+        *)
+            say "left $cli_dir alone (not a CLI of $CACHE_DIR): the CLI will warn that it uses the host from PATH"
+            echo "$1"
+            ;;
+    esac
+}
+
 case "$FORCE" in
     "" | cache | build) ;;
     *) say "PULUMI_YAML_FORCE is '$FORCE': expected cache or build (or nothing)"; exit 1 ;;
@@ -39,7 +80,7 @@ complete() { [ -f "$1/pulumi-language-yaml" ] && [ -x "$1/pulumi-language-yaml" 
 # ------------------------------------------------------------------------------------------ 1. on PATH
 if [ -z "$FORCE" ] && command -v pulumi-language-yaml >/dev/null 2>&1; then
     say "using pulumi-language-yaml from PATH ($(command -v pulumi-language-yaml))"
-    dirname "$(command -v pulumi-language-yaml)"
+    found "$(dirname "$(command -v pulumi-language-yaml)")"
     exit 0
 fi
 
@@ -47,7 +88,7 @@ fi
 if [ -z "$FORCE" ] || [ "$FORCE" = cache ]; then
     if complete "$PREFIX/bin"; then
         say "using the cached pulumi-language-yaml v$VERSION ($PREFIX/bin)"
-        echo "$PREFIX/bin"
+        found "$PREFIX/bin"
         exit 0
     fi
     [ "$FORCE" != cache ] || { say "no complete cached copy in $PREFIX"; exit 1; }
@@ -62,7 +103,7 @@ if ! flock -n 9; then
 fi
 if [ "$FORCE" != build ] && complete "$PREFIX/bin"; then
     say "using the cached pulumi-language-yaml v$VERSION ($PREFIX/bin)"
-    echo "$PREFIX/bin"
+    found "$PREFIX/bin"
     exit 0
 fi
 # The stage is in the cache folder, on the same file system as the copy it becomes: one rename publishes it.
@@ -85,7 +126,7 @@ if command -v go >/dev/null 2>&1; then
         mv "$STAGE/root" "$PREFIX"
         complete "$PREFIX/bin" || { say "the new copy in $PREFIX is incomplete"; exit 1; }
         say "pulumi-language-yaml v$VERSION is ready in $PREFIX/bin"
-        echo "$PREFIX/bin"
+        found "$PREFIX/bin"
         exit 0
     fi
     say "the Go build failed (its output is above)"

@@ -3,7 +3,8 @@ nothing, sending the stop again if it did not take. It serves a resource's delet
 create, and the orphan finder; each says what the outcome means to its reader.
 
 * :func:`stop` sends ``POST .../stop`` through an outage (429, 5xx and connection failures are tried again for
-  ``window`` seconds, each try logged with until when it goes on), tries a 404 again for a young object (the
+  ``window`` seconds: one line says until when, then a line a minute at most, :class:`.waiting.OutageLines`),
+  tries a 404 again for a young object (the
   API may not show it yet), and reads the object after a refusal (409/400): the API's answer to stopping
   something already stopped is not documented, so a refusal is judged by the state, never by the message.
 * :func:`restopping` makes a wait's fetch send the stop again while the object is still untouched
@@ -24,6 +25,7 @@ from typing import Any
 from .client import errors
 from .client.collections import Collection
 from .messages import explain, format_elapsed, log, until
+from .waiting import OutageLines
 
 RETRY_404_DELAYS = (0.5, 1.0, 2.0, 4.0)
 """Pauses (seconds) between the tries of a stop that answers 404 for a young object (read-after-write lag)."""
@@ -173,21 +175,25 @@ def _persist(
     clock: Callable[[], float],
 ) -> Any:
     """``call()`` until it answers or fails for good: 429, 5xx and connection failures (after the transport's
-    own retries) are tried again with growing pauses for ``window`` seconds, each try logged."""
+    own retries) are tried again with growing pauses for ``window`` seconds. The first failure's line says until
+    when; later ones come at most once a minute (:class:`.waiting.OutageLines`)."""
     start, delay = clock(), 1.0
     deadline = until(window)
+    lines = OutageLines()
     while True:
         try:
             return call()
         except Exception as exc:
-            spent = clock() - start
+            moment = clock()
+            spent = moment - start
             if not errors.is_transient(exc) or spent + delay > window:
                 raise
-            cause, _ = explain(exc)
-            log(
-                f"{what}: {cause}; trying again in {format_elapsed(delay)} ({format_elapsed(spent)} so far; "
-                f"keeps trying until {deadline}, {limit})"
-            )
+            if lines.due(moment):
+                cause, _ = explain(exc)
+                if lines.first():
+                    log(f"{what}: {cause}; trying again until {deadline} ({limit})")
+                else:
+                    log(f"{what}: {cause}; still trying ({format_elapsed(spent)} so far, until {deadline})")
             sleep(delay)
             delay = min(delay * 2, PERSIST_MAX_DELAY)
 

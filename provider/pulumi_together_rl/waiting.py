@@ -15,7 +15,8 @@ will, or ``timeout`` seconds pass. Rules:
 * A fetch that fails with an error ``transient`` accepts (the resources pass 429, 5xx and connection failures)
   is no news: the wait says so in a progress line, which also says until when (UTC) it keeps trying and which
   setting sets that (``limit``, e.g. ``create_timeout``), keeps polling at the same pace, and lasts its whole
-  ``timeout``. An API outage of a few seconds (or minutes) during an hour-long capacity wait must not end the
+  ``timeout``. Through the outage that line is repeated at most every :data:`OUTAGE_EVERY` seconds
+  (:class:`OutageLines`, which a stop's tries through an outage use too). An API outage of a few seconds (or minutes) during an hour-long capacity wait must not end the
   wait, or the create it belongs to tears down a healthy object and loses its place in the queue. Any other
   exception from ``fetch`` propagates unchanged.
 * A timeout raises :class:`WaitTimeout`, naming the last state seen (and the last fetch error, if the API was
@@ -50,6 +51,38 @@ FIRST_INTERVAL = 1.0
 
 PROGRESS_EVERY = 30.0
 """While the state does not change, a progress line is repeated at most this often (seconds)."""
+
+OUTAGE_EVERY = 60.0
+"""Through an API outage, a line is repeated at most this often (seconds)."""
+
+
+class OutageLines:
+    """When to print a line about an API outage that a wait's polls or a stop's tries go through: at its first
+    failure (that line says until when the caller keeps trying), then at most every :data:`OUTAGE_EVERY`
+    seconds, whatever the failures say (a flapping gateway alternates 503s and refused connections). An answer
+    ends the outage: the next failure is news again. A ten-minute outage is about ten lines, not a hundred."""
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+        self.since: float | None = None
+        """When (``clock`` seconds) the outage began, None while the API answers."""
+
+    def due(self, moment: float) -> bool:
+        """A failure at ``moment``: whether to print a line about it now."""
+        if self.since is None:
+            self.since = moment
+        if self._last is None or moment - self._last >= OUTAGE_EVERY:
+            self._last = moment
+            return True
+        return False
+
+    def first(self) -> bool:
+        """Whether the line that :meth:`due` just allowed is the outage's first."""
+        return self._last == self.since
+
+    def over(self) -> None:
+        """The API answered."""
+        self._last = self.since = None
 
 
 def wait_for(
@@ -86,6 +119,7 @@ def wait_for(
     start = clock()
     last_line: str | None = None
     last_print = start
+    outage = OutageLines()
     obj: T | None = None
     seen = False  # whether any fetch has answered yet
     while True:
@@ -105,7 +139,12 @@ def wait_for(
             # Keep the last state we know; say the API is failing, and that the wait goes on.
             description = describe(obj) if seen else describe(None).split(": ", 1)[0] + ": unknown"
             line = f"{description}; the API is failing ({_short(trouble)}), still waiting {deadline}"
-        if line != last_line or moment - last_print >= PROGRESS_EVERY:
+        if trouble is None:
+            outage.over()
+            due = line != last_line or moment - last_print >= PROGRESS_EVERY
+        else:
+            due = outage.due(moment)
+        if due:
             _progress(out, f"{line}, {format_elapsed(elapsed)}")
             last_line, last_print = line, moment
         if trouble is None:

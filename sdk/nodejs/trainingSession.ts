@@ -91,7 +91,8 @@ export class TrainingSession extends pulumi.CustomResource {
      */
     declare public /*out*/ readonly error: pulumi.Output<{[key: string]: string} | undefined>;
     /**
-     * Inference checkpoints `[{id, created_at, step, registration}]`, as of the last read.
+     * Inference checkpoints `[{id, created_at, step}]`, as of the last read; an entry has `registration` too
+     * where the API gives one (its shape varies with the API's version).
      */
     declare public /*out*/ readonly inferenceCheckpoints: pulumi.Output<{[key: string]: any}[]>;
     /**
@@ -149,7 +150,8 @@ export class TrainingSession extends pulumi.CustomResource {
      */
     declare public /*out*/ readonly step: pulumi.Output<number>;
     /**
-     * Training checkpoints `[{id, created_at, step, registration}]`, as of the last read.
+     * Training checkpoints `[{id, created_at, step}]`, as of the last read; an entry has `registration` too
+     * where the API gives one (its shape varies with the API's version).
      */
     declare public /*out*/ readonly trainingCheckpoints: pulumi.Output<{[key: string]: any}[]>;
     /**

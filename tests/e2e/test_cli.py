@@ -129,6 +129,7 @@ def test_demo_drives_pulumi_against_the_emulator_and_cleans_up(tmp_path):
     commands = [call["argv"] for call in calls]
 
     assert result.returncode == 0, output
+    assert "demo.sh: line" not in output  # no shell error on the way (the emulator's start raced its wait)
     stack = commands[0][2]
     assert commands[0][:2] == ["stack", "init"] and stack.startswith("demo-")
     verbs = [argv[0] if argv[0] not in ("stack", "config") else " ".join(argv[:2]) for argv in commands]
@@ -173,19 +174,26 @@ def test_demo_cleans_up_when_pulumi_up_fails(tmp_path):
 # --------------------------------------------------------------------------------- with the real CLI
 
 
-def test_make_demo_runs_the_quickstart_up_and_destroy(pulumi_bin):
+def test_make_demo_runs_the_quickstart_up_and_destroy(pulumi_bin, tmp_path):
     bin_dir = pulumi_bin
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOGETHER_")}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    # Where a run would leave its temporary folder and its create-journal records (the user's default journal).
+    (tmp_path / "tmp").mkdir()
+    env.update(TMPDIR=str(tmp_path / "tmp"), XDG_STATE_HOME=str(tmp_path / "state"))
     result = subprocess.run(
         ["make", "demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False
     )
     output = result.stdout + result.stderr
 
     assert result.returncode == 0, output
+    assert "demo.sh: line" not in output  # no shell error on the way
     # The progress lines of both waits, and the outputs.
     assert "PENDING" in output and "READY" in output and "RUNNING" in output
     for name in ("model_resource_id", "model_resource_status", "training_session_id", "base_model"):
         assert name in output
     assert "none is active now" in output
     assert not list(ROOT.glob("Pulumi.demo-*.yaml"))
+    assert list((tmp_path / "tmp").glob("together-rl-demo.*")) == []
+    records = [p for p in (tmp_path / "state").rglob("*") if p.is_file()]
+    assert records == [], records

@@ -10,6 +10,7 @@ object over.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -77,3 +78,33 @@ def test_an_interrupted_up_converges_on_the_next_up_with_no_second_allocation(
 
     stack.run("destroy", "--yes", "--skip-preview")
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
+
+
+def _pending(stack) -> list[str]:
+    return [p["type"] for p in json.loads(stack.export())["deployment"].get("pending_operations") or []]
+
+
+def test_ctrl_c_twice_leaves_a_pending_create_that_the_take_over_names_and_refresh_clears(
+    cli_stack, emulator
+):
+    """The engine records a create as pending when it starts it; Ctrl-C twice ends it before the answer. With
+    `refresh: always` the engine's own warning about pending operations is never shown, so the take-over's line
+    names the command, and that command clears it."""
+    emulator.control.configure(timings={"resource_pending": 8.0})
+    stack = cli_stack("sweep").init({"sessions": 1, "loraRanks": [8]})
+
+    _interrupt(stack, emulator, during="resource", how="sigint-twice")
+    _wait_until(
+        lambda: not _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"]), 60, "the old provider to exit"
+    )
+    assert _pending(stack) == ["creating"]
+
+    rerun = stack.up()
+    assert "taking it over" in rerun.output
+    assert "pending create" in rerun.output and "pulumi refresh --clear-pending-creates --yes" in rerun.output
+    assert _pending(stack) == ["creating"]  # the take-over does not clear it: the command does
+
+    stack.run("refresh", "--clear-pending-creates", "--yes")
+    assert _pending(stack) == []
+    assert [o["id"] for o in active(emulator)["model_resources"]] == [stack.resources()["sweep-gpu"]["id"]]
+    stack.preview("--expect-no-changes")

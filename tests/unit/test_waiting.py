@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
@@ -314,3 +315,37 @@ def test_progress_lines_from_parallel_threads_are_whole_lines():
         thread.join()
     lines = stream.getvalue().splitlines()
     assert len(lines) == len(expected) and set(lines) == expected
+
+
+class Refused(Exception):
+    """A connection failure: no status."""
+
+
+def test_a_ten_minute_outage_prints_about_ten_lines_whatever_its_failures_say():
+    # A flapping gateway: 503s and refused connections in turn, for 598 s of 2 s polls, then an answer.
+    fake, out = FakeTime(), io.StringIO()
+    seen: list[tuple[float, str]] = []
+
+    class Recording(io.StringIO):
+        def write(self, text: str) -> int:
+            seen.extend((fake.now - 1000.0, line) for line in text.splitlines())
+            return super().write(text)
+
+    out = Recording()
+    failures = [Outage, Refused] * 150
+    fetch = flaky(obj("PENDING"), *failures, obj("READY"))
+    run(fetch, fake, out=out, timeout=3600.0, poll_interval=2.0, limit="create_timeout",
+        transient=lambda e: isinstance(e, (Outage, Refused)))  # fmt: skip
+    failing = [(at, line) for at, line in seen if "failing" in line]
+    assert "still waiting until" in failing[0][1] and "(create_timeout 3600 s)" in failing[0][1]
+    assert len(failing) <= 11, failing
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(failing)]
+    assert all(gap >= 60.0 for gap in gaps), gaps
+    assert seen[-1][1].startswith("thing: READY")  # the answer after the outage is news at once
+
+
+def test_an_answer_ends_an_outage_so_the_next_failure_is_news_again():
+    fake, out = FakeTime(), io.StringIO()
+    fetch = flaky(obj("PENDING"), Outage, obj("PENDING"), Outage, obj("READY"))
+    run(fetch, fake, out=out, poll_interval=2.0, transient=lambda e: isinstance(e, Outage))
+    assert len([line for line in out.getvalue().splitlines() if "failing" in line]) == 2

@@ -256,7 +256,9 @@ def _take_over(
             how = "created it" if old.id else "asked for it and never got the answer"
             log(
                 f"{schema.name} {found.id}: taking it over: an interrupted `pulumi up` of this declaration {how} "
-                f"at {when} and no state recorded it ({found.status.short}); waiting for {schema.target.short}"
+                f"at {when} and no state recorded it ({found.status.short}); waiting for {schema.target.short}. If "
+                "that `pulumi up` ended before the answer (Ctrl-C twice, a kill), its state keeps a pending create "
+                "of it: `pulumi refresh --clear-pending-creates --yes` clears that once this update is done"
             )
             if old.note == lifeline.GONE_NOTE:
                 log(SIGKILL_ADVICE)

@@ -210,7 +210,8 @@ def remote_check(kind: str, ident: str | None, call: Callable[[TogetherRL], T]) 
 def _warn_remote_check_skipped(kind: str, ident: str | None, cause: str) -> None:
     log(
         f"warning: checking {kind} ({ident}) against the API: {cause}. Skipped the remote checks "
-        "(supported model, limits, references and cost); they run again at `pulumi up`."
+        "(supported model, limits, references and cost) this time: the next preview or update asks again, and "
+        "the API checks a create itself."
     )
 
 

@@ -193,9 +193,11 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
     policy_state: pulumi.Output[dict[str, Any] | None]
     """``{trainer_step, target_weights_version, applied_weights_version, pending_publish}``."""
     inference_checkpoints: pulumi.Output[list[dict[str, Any]]]
-    """Inference checkpoints ``[{id, created_at, step, registration}]``, as of the last read."""
+    """Inference checkpoints ``[{id, created_at, step}]``, as of the last read; an entry has ``registration`` too
+    where the API gives one (its shape varies with the API's version)."""
     training_checkpoints: pulumi.Output[list[dict[str, Any]]]
-    """Training checkpoints ``[{id, created_at, step, registration}]``, as of the last read."""
+    """Training checkpoints ``[{id, created_at, step}]``, as of the last read; an entry has ``registration`` too
+    where the API gives one (its shape varies with the API's version)."""
     latest_training_checkpoint_id: pulumi.Output[str | None]
     """The newest training checkpoint's id (what ``resume_from_checkpoint_id`` of another session takes), as of
     the last read; unset until the session saves one. A new checkpoint is never a diff."""

@@ -38,6 +38,10 @@ import (
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"github.com/pulumi/pulumi/sdk/v3/python/toolchain"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
@@ -76,7 +80,9 @@ func main() {
 	if args := flag.Args(); len(args) > 0 {
 		host.engineAddress = args[0]
 	}
+	stop := make(chan bool)
 	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Cancel: stop,
 		Init: func(srv *grpc.Server) error {
 			pulumirpc.RegisterLanguageRuntimeServer(srv, host)
 			return nil
@@ -88,8 +94,63 @@ func main() {
 	}
 	// The engine reads the port from the first line of stdout.
 	fmt.Printf("%d\n", handle.Port)
-	if err := <-handle.Done; err != nil {
-		fatal("the language host's gRPC server stopped: %v", err)
+
+	engineGone := make(chan struct{}, 1)
+	go watchEngine(host.engineAddress, engineGone)
+	select {
+	case err := <-handle.Done:
+		if err != nil {
+			fatal("the language host's gRPC server stopped: %v", err)
+		}
+	case <-engineGone:
+		// Nothing is printed: stdout and stderr are pipes to the dead engine, and a write there would end this
+		// process with SIGPIPE before its plugins had their grace. The requests in flight end with the
+		// engine's connection: the program is killed with its Run, a plugin gets SIGTERM and its grace. The
+		// graceful stop waits for them, never longer than that grace.
+		close(stop)
+		select {
+		case <-handle.Done:
+		case <-time.After(pluginGrace + 5*time.Second):
+		}
+	}
+}
+
+// How often the host looks for its engine: a killed CLI leaves its language host behind for at most this long
+// (plus the end of the requests in flight).
+const engineCheckInterval = time.Second
+
+// watchEngine reports once the engine that started this host is gone. The engine ends its hosts itself when
+// it is done with them, but a CLI that is killed (SIGKILL, a CI runner's hard cancel, an OOM kill) ends
+// nothing, and a host serving on would outlive it for as long as the machine runs. Two signs, checked every
+// engineCheckInterval: this process was re-parented (its parent, the CLI, died), or the engine's gRPC server
+// no longer answers its health check (the upstream host's sign, which it checks every 5 minutes).
+func watchEngine(address string, gone chan<- struct{}) {
+	parent := os.Getppid()
+	var health healthpb.HealthClient
+	if address != "" {
+		conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			rpcutil.GrpcChannelOptions())
+		if err == nil {
+			defer conn.Close()
+			health = healthpb.NewHealthClient(conn)
+		}
+	}
+	for range time.Tick(engineCheckInterval) {
+		if os.Getppid() != parent {
+			gone <- struct{}{}
+			return
+		}
+		if health == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*engineCheckInterval)
+		_, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		// Unimplemented is an engine that answers; a deadline is a busy one. Anything else: nobody listens.
+		if err != nil && status.Code(err) != codes.Unimplemented && status.Code(err) != codes.DeadlineExceeded {
+			gone <- struct{}{}
+			return
+		}
 	}
 }
 
@@ -174,9 +235,13 @@ func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulum
 	if err != nil {
 		return nil, fmt.Errorf("preparing the Python command: %w", err)
 	}
-	config, err := json.Marshal(req.GetConfig())
-	if err != nil {
-		return nil, fmt.Errorf("serializing the stack configuration: %w", err)
+	// A stack with no config sends none: the variable is then left out, as the upstream host does (the SDK
+	// reads an unset PULUMI_CONFIG as no config, while the JSON of a nil map, `null`, fails in set_all_config).
+	var config []byte
+	if req.GetConfig() != nil {
+		if config, err = json.Marshal(req.GetConfig()); err != nil {
+			return nil, fmt.Errorf("serializing the stack configuration: %w", err)
+		}
 	}
 	secretKeys := req.GetConfigSecretKeys()
 	if secretKeys == nil {
@@ -189,7 +254,10 @@ func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulum
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	cmd.Env = append(cmd.Env, "PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeysJSON))
+	if config != nil {
+		cmd.Env = append(cmd.Env, "PULUMI_CONFIG="+string(config))
+	}
+	cmd.Env = append(cmd.Env, "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeysJSON))
 	cmd.Stdout = os.Stdout
 	cmd.Stderr = os.Stderr
 	if dir := req.GetInfo().GetProgramDirectory(); dir != "" && cmd.Dir == "" {

@@ -432,7 +432,8 @@ class TrainingSession(pulumi.CustomResource):
     @pulumi.getter(name="inferenceCheckpoints")
     def inference_checkpoints(self) -> pulumi.Output[Sequence[Mapping[str, Any]]]:
         """
-        Inference checkpoints `[{id, created_at, step, registration}]`, as of the last read.
+        Inference checkpoints `[{id, created_at, step}]`, as of the last read; an entry has `registration` too
+        where the API gives one (its shape varies with the API's version).
         """
         return pulumi.get(self, "inference_checkpoints")
 
@@ -546,7 +547,8 @@ class TrainingSession(pulumi.CustomResource):
     @pulumi.getter(name="trainingCheckpoints")
     def training_checkpoints(self) -> pulumi.Output[Sequence[Mapping[str, Any]]]:
         """
-        Training checkpoints `[{id, created_at, step, registration}]`, as of the last read.
+        Training checkpoints `[{id, created_at, step}]`, as of the last read; an entry has `registration` too
+        where the API gives one (its shape varies with the API's version).
         """
         return pulumi.get(self, "training_checkpoints")
 
