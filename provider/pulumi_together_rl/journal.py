@@ -322,6 +322,11 @@ def now_iso() -> str:
     return _now().strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _number_or_none(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 10**9
+    return float(value) if ok else None
+
+
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -379,6 +384,11 @@ class Entry:
     sends: list[datetime] = dataclasses.field(default_factory=list)
     answered_at: datetime | None = None
     """When the last POST answered or failed (None while in flight, or when killed during it)."""
+    clock_offset: float | None = None
+    """Seconds the API's clock was ahead of the writer's when it posted (None: not measured): what maps its
+    window onto the API's ``created_at``."""
+    refused: bool = False
+    """The API itself answered that the last POST failed: a look-alike is then never taken on a match alone."""
     id: str | None = None
     note: str | None = None
     """Why it was left (``the engine was gone``), for the next run and the orphan finder."""
@@ -425,9 +435,11 @@ class Entry:
 
     # -------------------------------------------------------------------------------- what it records
 
-    def posting(self, snapshot: Iterable[str]) -> None:
-        """Before the first POST: the ids the API already showed (none of them can be what it makes)."""
+    def posting(self, snapshot: Iterable[str], clock_offset: float | None = None) -> None:
+        """Before the first POST: the ids the API already showed (none of them can be what it makes), and how
+        far the API's clock is ahead of this machine's."""
         self.snapshot = sorted(set(snapshot))
+        self.clock_offset = clock_offset
         self.state = "posting"
         self._write()
 
@@ -437,11 +449,13 @@ class Entry:
         self.answered_at = None
         self._write()
 
-    def answered(self) -> None:
-        """The POST (and any reconciliation after it) ended without an id: its window is closed. Never raises:
+    def answered(self, refused: bool = False) -> None:
+        """The POST (and any reconciliation after it) ended without an id: its window is closed; ``refused``: the
+        API itself answered that it failed. Never raises:
         an entry that cannot record it keeps the wider window (its last send plus :data:`POST_BOUND`), which
         only makes later lookups more careful, and the create's own error is what the user must read."""
         self.answered_at = _now()
+        self.refused = refused
         with contextlib.suppress(Refused):
             self._write()
 
@@ -457,7 +471,7 @@ class Entry:
         """Ids that other entries hold: another declaration's proof (for the create's own lookups)."""
         return claimed_ids(exclude=self)
 
-    def rivals(self) -> list[tuple[datetime, datetime]]:
+    def rivals(self) -> list[tuple[tuple[datetime, datetime], float | None]]:
         """Windows of the other unanswered creates of the same request (for the create's own lookups)."""
         return rival_windows(self)
 
@@ -588,6 +602,8 @@ class Entry:
             "snapshot": self.snapshot,
             "sends": [_iso(s) for s in self.sends],
             "answered_at": _iso(self.answered_at) if self.answered_at else None,
+            "clock_offset": self.clock_offset,
+            "refused": self.refused,
             "id": self.id,
             "note": self.note,
         }
@@ -668,6 +684,8 @@ def _parse(path: Path, data: Any) -> Entry:
         snapshot=snapshot,
         sends=[_moment(s, "sends") for s in sends],
         answered_at=_moment(answered, "answered_at") if answered is not None else None,
+        clock_offset=_number_or_none(data.get("clock_offset")),
+        refused=data.get("refused") is True,
         id=ident,
         note=_str_or_none(data.get("note")),
         version=int(version) if isinstance(version, int) else VERSION,
@@ -900,7 +918,9 @@ def claimed_ids(exclude: Entry | None = None) -> set[str]:
     return {e.id for e in entries() if e.id and (exclude is None or e.path != exclude.path)}
 
 
-def rival_windows(entry: Entry, post_bound: float = POST_BOUND) -> list[tuple[datetime, datetime]]:
+def rival_windows(
+    entry: Entry, post_bound: float = POST_BOUND
+) -> list[tuple[tuple[datetime, datetime], float | None]]:
     """The windows of the other creates of the same request (any declaration) that have no id: what they
     POSTed could look exactly like what ``entry``'s POST made."""
     found = []
@@ -915,7 +935,7 @@ def rival_windows(entry: Entry, post_bound: float = POST_BOUND) -> list[tuple[da
             continue
         window = other.window(post_bound)
         if window is not None:
-            found.append(window)
+            found.append((window, other.clock_offset))
     return found
 
 

@@ -3,13 +3,15 @@ a lookup takes only what it can attribute to the create.
 
 Every create first lists the caller's active objects of its kind (the snapshot); after an ambiguous failure
 only objects *not* in that snapshot can be the one it made, and only a unique, uncontested, strict match is
-taken. "Answered" failures (the server's own 5xx) are looked up once and resent when nothing was made;
-"unanswered" ones (read timeout, dropped connection, 502/504, unreadable 2xx) are looked up over a settle
-window and never resent.
+taken. "Answered" failures (the API's own 5xx, with its error envelope) are looked up once: a look-alike is
+named, never taken (the API said "failed"), and the create is resent only when nothing was made; "unanswered" ones
+(read timeout, dropped connection, 502/504, a 5xx without the envelope, unreadable 2xx) are looked up over a
+settle window inside the POST's own window on the API's clock, taken when unique, and never resent.
 """
 
 from __future__ import annotations
 
+import email.utils
 import functools
 import threading
 from datetime import timedelta
@@ -164,18 +166,23 @@ def test_a_snapshot_whose_paging_loops_fails_the_create_before_sending():
 
 
 @pytest.mark.parametrize(("failure", "kind"), ANSWERED)
-def test_answered_failure_is_not_resent_when_the_lookup_finds_what_it_made(failure, kind, capsys):
+def test_an_answered_failure_names_a_look_alike_and_neither_takes_it_nor_resends(failure, kind, capsys):
+    """The API answered "failed" while a colleague's identical POST landed: the look-alike is the colleague's
+    as likely as this create's. It is named (the user decides with adopt_id), never taken, nothing resent."""
     script = Script(page([]), failure(), page([resource_json("mr_9")]))
     sleeps = Sleeps()
-    got = make_client(script, sleeps=sleeps).create_model_resource(REQ)
-    assert got.id == "mr_9"
+    with pytest.raises(kind) as caught:
+        make_client(script, sleeps=sleeps).create_model_resource(REQ)
     assert script.calls() == [f"GET {RESOURCES}", f"POST {RESOURCES}", f"GET {RESOURCES}"]
     lookup = script.requests[2].url.params
     assert (lookup["created_by"], lookup["status"]) == ("me", script.requests[0].url.params["status"])
     assert sleeps == [0.5]  # one short pause before the one lookup
-    line = capsys.readouterr().err.strip()
-    assert line.startswith("create of model resource answered ")
-    assert line.endswith("found the model resource it made: mr_9")
+    assert caught.value.maybe_created is True
+    assert isinstance(caught.value.lookup_error, AmbiguousCreate)
+    assert "mr_9 (PENDING" in str(caught.value) and "the API itself answered that the create failed" in str(
+        caught.value
+    )
+    assert "taken" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("failure", "kind"), ANSWERED)
@@ -226,7 +233,8 @@ def test_a_lookup_failing_for_the_whole_settle_window_raises_the_create_error_wi
 
 
 def test_a_lookup_that_fails_for_now_is_not_found_yet_and_the_looking_goes_on():
-    """An outage takes the list down with the create: the object is found once the list answers again."""
+    """An outage takes the list down with the create: the object is found once the list answers again (and,
+    the API having answered "failed", named rather than taken; nothing is resent)."""
     script = Script(
         page([]),
         error(500, "boom"),
@@ -234,19 +242,31 @@ def test_a_lookup_that_fails_for_now_is_not_found_yet_and_the_looking_goes_on():
         error(503, "list down"),
         page([session_json("ts_mine", display_name="exp-1")]),
     )
-    found = make_client(script, max_attempts=2).create_training_session(SESSION_REQ)
-    assert found.id == "ts_mine"
+    with pytest.raises(ServerError) as caught:
+        make_client(script, max_attempts=2).create_training_session(SESSION_REQ)
+    assert "ts_mine" in str(caught.value) and isinstance(caught.value.lookup_error, AmbiguousCreate)
     assert script.calls("POST") == [f"POST {SESSIONS}"]
+
+    lost = Script(
+        page([]),
+        httpx.ReadTimeout,
+        error(503, "list down"),
+        error(503, "list down"),
+        page([session_json("ts_mine", display_name="exp-1")]),
+    )
+    assert make_client(lost, max_attempts=2).create_training_session(SESSION_REQ).id == "ts_mine"
+    assert lost.calls("POST") == [f"POST {SESSIONS}"]
 
 
 def test_an_answered_failure_keeps_looking_while_the_list_lags_and_never_resends():
     """The server made it and answered 500; the list shows it only at the third look: no second object. Once
-    seen, it must stay the only candidate for the list lag before it is taken (the confirmation looks)."""
+    seen, it must stay the only candidate for the list lag before it is named (the confirmation looks)."""
     mine = page([session_json("ts_mine", display_name="exp-1")])
     script = Script(page([]), error(500, "boom"), page([]), page([]), *[mine] * 40)
     sleeps = Sleeps()
-    found = make_client(script, sleeps=sleeps, list_lag=5.0).create_training_session(SESSION_REQ)
-    assert found.id == "ts_mine"
+    with pytest.raises(ServerError) as caught:
+        make_client(script, sleeps=sleeps, list_lag=5.0).create_training_session(SESSION_REQ)
+    assert "ts_mine" in str(caught.value) and caught.value.maybe_created is True
     assert script.calls("POST") == [f"POST {SESSIONS}"]
     assert 5.0 <= sum(sleeps) <= 2 * 5.0 + 2.0  # the pause, the lookups within the lag, the confirmation
 
@@ -281,7 +301,7 @@ def test_the_journal_is_read_after_the_list_so_a_create_that_records_its_id_mean
         return {journal["id"]} - {None}
 
     def rivals():
-        return [] if journal["id"] else [(now() - timedelta(seconds=5), now())]
+        return [] if journal["id"] else [((now() - timedelta(seconds=5), now()), None)]
 
     client = make_client(Script(listing))
     found = client.find_created_model_resource(REQ, attribution=anywhere(claimed=claimed, rivals=rivals))
@@ -306,14 +326,30 @@ def test_a_503_without_acting_never_adopts_a_just_stopped_object_even_if_the_ser
     assert make_client(script).create_model_resource(REQ).id == "mr_new"
 
 
+def dated(response: httpx.Response, offset: float) -> httpx.Response:
+    """``response`` with the ``Date`` header of an API whose clock is ``offset`` seconds ahead of this one."""
+    response.headers["Date"] = email.utils.format_datetime(now() + timedelta(seconds=offset), usegmt=True)
+    return response
+
+
 @pytest.mark.parametrize(
-    "offset", [-3600, -180, 180, 3600], ids=["1h-old", "3min-old", "3min-ahead", "1h-ahead"]
+    "offset", [-3600, -180, 180, 3600], ids=["1h-behind", "3min-behind", "3min-ahead", "1h-ahead"]
 )
-def test_created_at_far_from_the_client_clock_does_not_hide_what_the_create_made(offset):
-    """No wall-clock cutoff: a client clock minutes off the server's changes nothing."""
+def test_an_api_clock_far_from_this_one_is_measured_and_hides_nothing_the_create_made(offset):
+    """The window is mapped onto the API's clock by its Date header: an API hours off changes nothing."""
     made = resource_json("mr_made", created_at=ago(-offset))
-    script = Script(page([]), error(503, "acted, then failed"), page([made]))
+    script = Script(dated(page([]), offset), httpx.ReadTimeout, dated(page([made]), offset))
     assert make_client(script).create_model_resource(REQ).id == "mr_made"
+
+
+def test_a_look_alike_made_outside_the_posts_own_window_is_never_taken():
+    """The API's clock measured (no skew): an identical object stamped 30 s before this POST's send, after the
+    snapshot, is someone else's; the create says what may exist and resends nothing."""
+    theirs = resource_json("mr_theirs", created_at=ago(30))
+    script = Script(dated(page([]), 0), httpx.ReadTimeout, *[dated(page([theirs]), 0)] * 20)
+    with pytest.raises(ApiTimeout) as caught:
+        make_client(script).create_model_resource(REQ)
+    assert caught.value.maybe_created is True and script.calls("POST") == [f"POST {RESOURCES}"]
 
 
 # ----------------------------------------------------------------------------------------- unanswered
@@ -325,7 +361,9 @@ def test_unanswered_failure_is_not_resent_when_the_lookup_finds_what_it_made(fai
     got = make_client(script).create_model_resource(REQ)
     assert got.id == "mr_9"
     assert script.calls() == [f"GET {RESOURCES}", f"POST {RESOURCES}", f"GET {RESOURCES}"]
-    assert capsys.readouterr().err.strip().endswith("found the model resource it made: mr_9")
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("model resource mr_9: taken as this create's by a match, not by an answer")
+    assert "made 0" in line and "after the POST was sent" in line
 
 
 @pytest.mark.parametrize(("failure", "kind"), UNANSWERED)
@@ -476,7 +514,7 @@ def test_validation_error_on_create_is_raised_at_once():
 def test_session_create_reconciles_by_resource_and_display_name(capsys):
     script = Script(
         page([]),
-        error(503),
+        httpx.ReadTimeout,
         page(
             [
                 session_json("ts_other", display_name="exp-2"),
@@ -488,7 +526,7 @@ def test_session_create_reconciles_by_resource_and_display_name(capsys):
     assert got.id == "ts_mine"
     params = script.requests[2].url.params
     assert (params["created_by"], params["model_resources_id"]) == ("me", "mr_1")
-    assert "found the training session it made: ts_mine" in capsys.readouterr().err
+    assert "training session ts_mine: taken as this create's by a match" in capsys.readouterr().err
 
 
 def test_two_new_matches_are_ambiguous_and_none_is_taken():
@@ -522,7 +560,7 @@ def test_a_match_never_goes_to_two_creates():
 
 def test_a_match_that_another_unanswered_create_may_have_made_is_contested_and_not_taken():
     made = resource_json("mr_a", created_at=ago(30))
-    rival = (now() - timedelta(seconds=40), now() - timedelta(seconds=20))
+    rival = ((now() - timedelta(seconds=40), now() - timedelta(seconds=20)), None)
     client = make_client(Script(page([made])))
     with pytest.raises(AmbiguousCreate, match="another create of the same request"):
         client.find_created_model_resource(REQ, attribution=anywhere(rivals=lambda: [rival]))
@@ -530,7 +568,7 @@ def test_a_match_that_another_unanswered_create_may_have_made_is_contested_and_n
 
 def test_a_rival_whose_window_is_far_from_the_object_does_not_contest_it():
     made = resource_json("mr_a", created_at=ago(30))
-    rival = (now() - timedelta(hours=3), now() - timedelta(hours=2))
+    rival = ((now() - timedelta(hours=3), now() - timedelta(hours=2)), None)
     client = make_client(Script(page([made])))
     assert client.find_created_model_resource(REQ, attribution=anywhere(rivals=lambda: [rival])).id == "mr_a"
 
@@ -887,7 +925,9 @@ def test_concurrent_identical_creates_never_share_an_object():
             first_post_arrived.set()
             release_first.wait(5)
             return reply(200, created[0])
-        return error(503, "acted, then failed")
+        return error(
+            502, "acted, then the gateway failed"
+        )  # no answer of the API's own: a match may be taken
 
     results: dict[str, str] = {}
 
@@ -909,7 +949,8 @@ def test_concurrent_identical_creates_never_share_an_object():
 
 
 def test_concurrent_creates_that_both_fail_after_acting_never_take_an_object_they_cannot_attribute():
-    """Two identical creates both act and answer 503. The first to POST listed before either object existed, so
+    """Two identical creates both act and their answers are lost (502). The first to POST listed before either
+    object existed, so
     it cannot tell which is its own: it fails naming both, and takes neither. The other takes one only if its
     snapshot already held the first one's (then the other new one is necessarily its own). Nothing is resent."""
     created: list[dict] = []
@@ -925,7 +966,7 @@ def test_concurrent_creates_that_both_fail_after_acting_never_take_an_object_the
         with lock:
             created.append(resource_json(f"mr_{len(created) + 1}", created_at=now()))
         both_sent.wait()
-        return error(503, "acted, then failed")
+        return error(502, "acted, then the gateway failed")
 
     failures: list[TogetherError] = []
     taken: list[str] = []

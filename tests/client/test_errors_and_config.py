@@ -245,11 +245,11 @@ def test_ambiguous_create_error_and_logs_never_show_the_key(caplog, capsys):
 
 def test_found_line_on_stderr_never_shows_the_key(capsys):
     script = Script(
-        page([]), error(503, f"oops {KEY}"), reply(200, {"data": [resource_json("mr_1")]}), catalog=True
+        page([]), error(502, f"oops {KEY}"), reply(200, {"data": [resource_json("mr_1")]}), catalog=True
     )
     make_client(script).create_model_resource(ModelResourceCreateRequest(base_model="Qwen/Qwen3.5-4B"))
     err = capsys.readouterr().err
-    assert "found the model resource it made: mr_1" in err
+    assert "model resource mr_1: taken as this create's by a match" in err and "oops ***" in err
     assert KEY not in err
 
 

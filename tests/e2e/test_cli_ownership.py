@@ -243,6 +243,24 @@ def test_a_look_alike_posted_by_hand_at_the_same_moment_is_never_taken(cli_stack
     assert {o["id"] for o in active(emulator)["model_resources"]} == before
 
 
+def test_a_post_the_api_answered_as_failed_never_hands_the_stack_a_colleagues_gpu(cli_stack, emulator):
+    """No interrupt at all: the API answers the stack's POST with its own 503 while a colleague's identical POST
+    lands. The stack's `up` names the colleague's GPU and takes nothing, and its `destroy` stops nothing of it."""
+    stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
+    emulator.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=503, latency=3.0, times=1)
+    process = stack.popen("up", "--yes", "--skip-preview")
+    wait_until(lambda: posting(stack), 120, "the stack's POST to be sent")
+    colleagues = post_by_hand(emulator, REQUEST)
+    out, err = process.communicate(timeout=300)
+
+    assert process.returncode != 0
+    assert colleagues in out + err and "the API itself answered that the create failed" in out + err
+    assert "sweep-gpu" not in stack.resources()
+    stack.run("destroy", "--yes", "--skip-preview")
+    assert not [r for r in emulator.control.requests() if r["path"].endswith(f"{colleagues}/stop")]
+    assert [o["id"] for o in active(emulator)["model_resources"]] == [colleagues]
+
+
 def test_twins_interrupted_once_each_get_their_own_object(cli_stack, emulator):
     emulator.control.configure(timings={"resource_pending": 10.0})
     stack = cli_stack(TWINS).init({"count": 2})

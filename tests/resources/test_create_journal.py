@@ -249,7 +249,9 @@ def test_a_create_killed_before_its_answer_is_found_by_a_strict_unique_match(rig
 
     assert session.id == made["id"]
     assert rig.posts(SESSIONS) == []
-    assert "asked for it and never got the answer" in capsys.readouterr().err
+    line = capsys.readouterr().err
+    assert "asked for one and never got the answer; this one is taken by a match, not an answer" in line
+    assert " ago," in line and "after that POST was sent" in line
     assert journal.unfinished() == []
 
 

@@ -17,6 +17,7 @@ from pulumi_together_rl import journal
 from pulumi_together_rl.client.models import ModelResourceCreateRequest
 from pulumi_together_rl.messages import UserError
 
+from .conftest import OWNER
 from .test_create_journal import REQUEST, RESOURCES, active, left_entry, made_elsewhere
 
 
@@ -145,3 +146,60 @@ def test_a_full_disk_before_the_post_sends_nothing(rig, small_disk):
     assert "cannot be written (No space left on device)" in str(refused.value)
     assert str(refused.value).rstrip(".").endswith("nothing was created")
     assert rig.posts(RESOURCES) == []
+
+
+def _when_posting(action) -> threading.Thread:
+    """Run ``action`` once this process's create has sent its POST (its journal entry has a send)."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if any(e.sends and not e.id for e in journal.entries(warn=None)):
+                action()
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_post_the_api_answered_as_failed_never_takes_a_colleagues_look_alike(rig):
+    """The API answers this create's POST with its own 503 (nothing made) while a colleague's identical POST
+    lands: the colleague's is named, never taken, nothing is resent; and the next run does not take it either."""
+    rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=503, latency=1.0, times=1)
+    colleagues: dict = {}
+    thread = _when_posting(lambda: colleagues.update(vars(made_elsewhere(rig))))
+
+    with pytest.raises(UserError) as named:
+        rig.create_resource()
+    thread.join()
+
+    sentence = str(named.value)
+    assert colleagues["id"] in sentence and "the API itself answered that the create failed" in sentence
+    assert "adopt_id" in sentence and "journal dismiss" in sentence
+    assert len(rig.posts(RESOURCES)) == 2  # ours (answered 503) and the colleague's: nothing resent
+    rig.control.clear_requests()
+
+    with pytest.raises(UserError) as again:  # the next `pulumi up` of the declaration
+        rig.create_resource()
+    assert colleagues["id"] in str(again.value) and rig.posts(RESOURCES) == []
+    assert stops(rig) == [] and active(rig, "model_resources") == [colleagues["id"]]
+
+
+def test_a_look_alike_made_after_an_interrupted_posts_own_window_is_never_taken(rig):
+    """A create killed during its POST (no answer): what it may have made was made within the POST's read
+    timeout, on the API's clock as measured then. A colleague's identical object 90 s after that is not it."""
+    entry = journal.begin("model resource", rig.emulator.base_url, REQUEST.to_wire(), OWNER + "gpu")
+    rig.client.list_model_resources()  # the API's clock, measured
+    entry.posting(active(rig, "model_resources"), rig.client.clock_offset)
+    entry.sending()
+    entry.release()  # killed mid-POST: no answer, nothing it made
+    rig.control.advance(journal.POST_BOUND + 30)
+    theirs = made_elsewhere(rig)
+    rig.control.clear_requests()
+
+    created = rig.create_resource()
+
+    assert created.id != theirs.id and len(rig.posts(RESOURCES)) == 1
+    assert set(active(rig, "model_resources")) == {theirs.id, created.id} and stops(rig) == []

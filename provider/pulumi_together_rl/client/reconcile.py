@@ -15,11 +15,12 @@ Together takes no idempotency key on create, so a create whose outcome is unknow
    journal for a create killed before its answer): an active object of the key's user that is
 
    * absent from the snapshot;
-   * for a create of an earlier process (the journal's take-over), created within that create's own time
-     window (first send to answer, :data:`CLOCK_SKEW` either side), judged by the object's ``created_at``:
-     another create's object made hours later is not a candidate. The process that sent the POST itself uses
-     no wall clock (its snapshot already rules out everything older, and skew must never turn "made" into
-     "nothing made", which would resend);
+   * created within the POST's own window, judged by the object's ``created_at`` on the API's clock: from the
+     first send to the answer (the process that sent it: to the moment it looks, since an unanswered server may
+     still be acting; the journal's take-over: to the answer it recorded, or the last send plus the read
+     timeout), shifted by how far the API's clock is ahead of this machine's (measured by the ``Date`` header of
+     the API's answers, recorded with the create) and widened by :data:`POST_MARGIN` (:data:`CLOCK_SKEW` when
+     the clock was never measured). An identical object made outside it is someone else's;
    * equal to the request with the server's defaults filled in (:func:`.matching.resource_differences` with
      :class:`.matching.ResourceDefaults`; :func:`.matching.session_differences` strict): an unset optimizer is
      Adam, not Muon;
@@ -29,20 +30,26 @@ Together takes no idempotency key on create, so a create whose outcome is unknow
    The match must be **unique and uncontested**: two candidates, or one whose creation time also falls in the
    window of another unanswered create of the same request (``rivals``: the journal's), mean that none can be
    proven this create's. Then nothing is taken: :class:`AmbiguousCreate` names them, and the create fails
-   saying what was found. A candidate found is claimed (process-wide) and returned, with one line on stderr.
+   saying what was found. A candidate found is claimed (process-wide) and returned, with one line on stderr
+   that says it was taken by a match, not by an answer, and how long after the send it was made.
 3. **Two kinds of ambiguous failure** (:func:`.transport.ambiguity`):
 
-   * *answered*: the server itself answered a 5xx (not a gateway's 502/504): it has finished handling the
-     request, so whatever it made exists now, though a list may show it a few seconds late. After a short pause
-     the create looks over ``list_lag`` seconds (:data:`LIST_LAG`); found -> returned; not found -> the server
-     did not act, and the create is resent within the same attempt budget. When the budget runs out, the last
-     error is raised, saying that an object may exist and how to find it.
-   * *unanswered*: a read timeout, a connection broken after sending, a gateway's 502/504, or a 2xx whose
-     body could not be read: the server may still be working on the request. The create looks repeatedly
-     over a *settle window* (by default the read timeout; backoff 0.5 s doubling up to 8 s between lookups),
-     found -> returned. Not found -> it is **never resent** (a resend could make a second GPU allocation):
-     the error is raised, its message saying that the object may exist, how to find it (``created_by=me``)
-     and the request's identifying inputs.
+   * *answered*: the API itself answered that the create failed (a 5xx with its error envelope, not a
+     gateway's 502/504): it has finished handling the request, so whatever it made exists now, though a list
+     may show it a few seconds late. After a short pause the create looks over ``list_lag`` seconds
+     (:data:`LIST_LAG`). Found -> it is **named, never taken**: against the API's own "failed", an identical
+     object is as likely a colleague's whose POST landed meanwhile; the create fails naming it, and the user
+     decides (``adopt_id``, or ``journal dismiss``); the journal records that the answer was a refusal, so a
+     later run never takes it on a match either. Not found -> the server did not act, and the create is resent
+     within the same attempt budget. When the budget runs out, the last error is raised, saying that an object
+     may exist and how to find it.
+   * *unanswered*: no readable answer came from the API itself (a read timeout, a connection broken after
+     sending, a gateway's 502/504, a 5xx without the API's envelope, a 2xx whose body could not be read): the
+     server may still be working on the request. The create looks repeatedly over a *settle window* (by default
+     the read timeout; backoff 0.5 s doubling up to 8 s between lookups); a unique candidate is taken. Not found
+     -> it is **never resent** (a resend could make a second GPU allocation): the error is raised, its message
+     saying that the object may exist, how to find it (``created_by=me``) and the request's identifying
+     inputs.
 
    A lookup that fails for now (429, 5xx, no answer, after its own retries) counts as "not found yet": the
    looking goes on over the whole settle window (for an answered failure too, which is then never resent:
@@ -53,11 +60,11 @@ Together takes no idempotency key on create, so a create whose outcome is unknow
 Threads of one process cannot steal each other's objects: creates of one kind share a gate, and a lookup runs
 only while no create of that kind is in flight (a create claims its id before it leaves the gate).
 Limits: a match is evidence, not proof. Another machine's identical create whose POST landed inside this
-create's window while this create's own POST made nothing would be taken (on one machine the journal's
-records rule it out); an object whose create stays unanswered longer than the settle window is not found, and
-the create fails instead of resending; an object that ended (STOPPED/ERROR) before the lookup is not a
-candidate (it no longer holds anything); an API whose clock is off by more than :data:`CLOCK_SKEW` hides the
-object (the create then fails saying it may exist, never takes a stranger's).
+create's own window while this create's answer was lost would be taken (on one machine the journal's records rule
+it out; across machines, the shared journal does); an object whose create stays unanswered longer than the settle
+window is not found, and the create fails instead of resending; an object that ended (STOPPED/ERROR) before the
+lookup is not a candidate (it no longer holds anything); an API that sends no ``Date`` header leaves the window
+widened by :data:`CLOCK_SKEW`.
 """
 
 from __future__ import annotations
@@ -100,33 +107,42 @@ _SNAPSHOTS: SingleFlight[frozenset[str]] = SingleFlight(ttl=0.0)
 SETTLE_FIRST_DELAY = 0.5
 SETTLE_MAX_DELAY = 8.0
 
+POST_MARGIN = timedelta(seconds=3)
+"""How far outside a POST's own window (its send to its answer, on the API's clock) an object's ``created_at`` may
+lie and still be what it made: the ``Date`` header that measures the API's clock counts whole seconds, the answer
+takes its latency to arrive, and ``created_at`` is stamped somewhere inside the request."""
+
 CLOCK_SKEW = timedelta(seconds=120)
-"""How far the API's clock (an object's ``created_at``) may be from this machine's when judging whether an
-object was made inside a create's window: generous for an unsynchronised laptop, tight enough that an identical
-object made minutes away from the POST is someone else's."""
+"""The margin when the API's clock was never measured (an answer without a ``Date`` header, or an entry of an
+earlier release): generous for an unsynchronised laptop, tight enough that an identical object made minutes away
+from the POST is someone else's."""
 
 log = logging.getLogger("pulumi_together_rl.client")
 
 
 Window = tuple[datetime, datetime]
+Rival = tuple[Window, "float | None"]
+"""Another unanswered create's window, and the API clock's offset it was recorded with."""
 
 
 class CreateRecord(Protocol):
     """What the caller (the create journal) records of one create, and what it knows of others'."""
 
-    def posting(self, snapshot: Iterable[str]) -> None:
-        """Before the first send: the ids that existed."""
+    def posting(self, snapshot: Iterable[str], clock_offset: float | None) -> None:
+        """Before the first send: the ids that existed, and how far the API's clock is ahead of this machine's
+        (seconds; None: not measured), which maps the create's window onto the API's ``created_at``."""
 
     def sending(self) -> None:
         """Just before each POST."""
 
-    def answered(self) -> None:
-        """The create ended without an object (its window is closed)."""
+    def answered(self, refused: bool = False) -> None:
+        """The create ended without an object (its window is closed); ``refused``: the API itself answered that
+        it failed (then a look-alike is never taken on a match alone)."""
 
     def claimed(self) -> set[str]:
         """Ids that other declarations hold."""
 
-    def rivals(self) -> list[Window]:
+    def rivals(self) -> list[Rival]:
         """Windows of other unanswered creates of the same request."""
 
 
@@ -137,10 +153,13 @@ class Attribution:
     existing: frozenset[str]
     """Active ids before the create's first send."""
     window: Window | None
-    """When its POSTs could have made it (local clock); None: no bound (a caller that knows no window)."""
+    """When its POSTs could have made it (this machine's clock); None: no bound."""
+    offset: float | None = None
+    """Seconds the API's clock was ahead of this machine's when the window was recorded (None: not measured, and
+    the window is widened by :data:`CLOCK_SKEW` instead of :data:`POST_MARGIN`)."""
     claimed: Callable[[], set[str]] = set
     """Ids other declarations hold."""
-    rivals: Callable[[], list[Window]] = list
+    rivals: Callable[[], list[Rival]] = list
     """Windows of other unanswered creates of the same request."""
     claim: bool = True
     """Whether a unique candidate is claimed (False: only looked at, for a confirmation still to come)."""
@@ -152,10 +171,18 @@ class AmbiguousCreate(TogetherError):
 
     maybe_created = True
 
-    def __init__(self, kind: str, candidates: list[Any], contested: bool) -> None:
+    def __init__(self, kind: str, candidates: list[Any], contested: bool, *, refused: bool = False) -> None:
         self.kind = kind
         self.candidates = candidates
         listed = ", ".join(f"{c.id} ({_short(c.status)}, created {_ago(c.created_at)})" for c in candidates)
+        if refused:
+            why = (
+                f"{_count(len(candidates), f'new {kind}')} {'matches' if len(candidates) == 1 else 'match'} it "
+                f"({listed}), but the API itself answered that the create failed, and a match is not proof "
+                "against that answer (a colleague's identical create may have landed meanwhile)"
+            )
+            super().__init__(f"{why}, so none was taken")
+            return
         if contested and len(candidates) == 1:
             why = (
                 f"one new {kind} matches it ({listed}), but another create of the same request that got no "
@@ -248,15 +275,17 @@ class CreateReconciler:
         scope = (self.base_url, kind.name, getattr(req, "model_resources_id", None))
         existing = _SNAPSHOTS.get(scope, lambda: self._snapshot(kind, snapshot))
         if record is not None:
-            record.posting(existing)
+            record.posting(existing, transport.clock_offset)
         body = req.to_wire()
         budget = transport.attempts()
+        first_send: datetime | None = None
         while True:
             failure: TogetherError
             try:
                 with kind.gate.sending():
                     if record is not None:
                         record.sending()
+                    first_send = first_send or _utcnow()
                     data = transport.request("POST", kind.path, policy=kind.policy, json=body, budget=budget)
                     created = _parse(model, data, "POST", kind.path)
                     _CLAIMS.claim(self.base_url, created.id)
@@ -270,15 +299,17 @@ class CreateReconciler:
                     record.answered()
                 raise failure
 
-            def look(claim: bool, existing: frozenset[str] = existing) -> M | None:
-                # No time window in the process that sent it: the snapshot already rules out everything made
-                # before the send, and a wall-clock bound would let clock skew turn "made" into "nothing
-                # made" (and a resend). The caller's record rules out what other declarations hold or may
-                # have made meanwhile.
+            def look(
+                claim: bool, existing: frozenset[str] = existing, since: datetime = first_send
+            ) -> M | None:
+                # What its POSTs could have made: absent from the snapshot, created between the first send and
+                # now on the API's clock (the server may still be acting on a request it never answered). The
+                # caller's record rules out what other declarations hold or may have made meanwhile.
                 return find(
                     Attribution(
                         existing,
-                        None,
+                        (since, _utcnow()),
+                        offset=transport.clock_offset,
                         claimed=record.claimed if record is not None else set,
                         rivals=record.rivals if record is not None else list,
                         claim=claim,
@@ -287,21 +318,33 @@ class CreateReconciler:
 
             waited: float | None = None
             if how == ANSWERED:
-                # The server finished with the request: whatever it made exists now, though a list may take a
-                # few seconds (list_lag) to show it. Look over that window.
+                # The API itself answered that the create failed: whatever it made exists now, though a list may
+                # take a few seconds (list_lag) to show it. Look over that window, only to see: a look-alike
+                # against the API's own "failed" is a colleague's as likely as ours, so it is named, never taken.
                 transport.pause(budget, failure)
-                found, lookup_error, _ = self._settle(kind, failure, look, self.list_lag, first_wait=False)
+                found, lookup_error, _ = self._settle(
+                    kind, failure, lambda claim: look(False), self.list_lag, first_wait=False
+                )
                 if found is None and lookup_error is not None and is_transient(lookup_error):
                     # We could not look (the API is failing): never resend blind; look over the settle window.
-                    found, lookup_error, _ = self._settle(kind, failure, look, self.settle_window)
+                    found, lookup_error, _ = self._settle(
+                        kind, failure, lambda claim: look(False), self.settle_window
+                    )
+                if found is not None:
+                    lookup_error, found = AmbiguousCreate(kind.name, [found], False, refused=True), None
             else:
                 found, lookup_error, waited = self._settle(kind, failure, look, self.settle_window)
             if found is not None:
-                _say(f"create of {kind.name} answered {failure}; found the {kind.name} it made: {found.id}")
+                made = _seconds_between(first_send, found.created_at, transport.clock_offset)
+                _say(
+                    f"{kind.name} {found.id}: taken as this create's by a match, not by an answer: the POST got no "
+                    f"answer ({failure}), and it is the one new {kind.name} that matches the request, made {made} "
+                    f"after the POST was sent ({_ago(found.created_at)})"
+                )
                 return found
             if lookup_error is not None or how == UNANSWERED or budget.left <= 0:
                 if record is not None:
-                    record.answered()
+                    record.answered(refused=how == ANSWERED)
                 raise _maybe_created(kind, req, failure, lookup_error=lookup_error, waited=waited)
             # Answered, and the lookup proved nothing was made: resend within the same budget.
 
@@ -429,12 +472,14 @@ class CreateReconciler:
             for item in listed
             if item.id not in skip
             and (self.base_url, item.id) not in _CLAIMS
-            and (attribution.window is None or _within(item.created_at, attribution.window))
+            and (
+                attribution.window is None or _within(item.created_at, attribution.window, attribution.offset)
+            )
             and matches(item)
         ]
         if not candidates:
             return None
-        contested = any(_within(c.created_at, w) for c in candidates for w in rivals)
+        contested = any(_within(c.created_at, w, offset) for c in candidates for w, offset in rivals)
         if len(candidates) > 1 or contested:
             candidates.sort(key=lambda c: (_aware(c.created_at), c.id))
             raise AmbiguousCreate(kind.name, candidates, contested)
@@ -616,10 +661,25 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-def _within(moment: datetime, window: Window) -> bool:
-    """Whether ``moment`` (the API's clock) falls in ``window`` (this machine's), give or take the skew."""
+def _within(moment: datetime, window: Window, offset: float | None) -> bool:
+    """Whether ``moment`` (the API's clock) falls in ``window`` (this machine's, ``offset`` seconds behind the
+    API's), give or take :data:`POST_MARGIN`; :data:`CLOCK_SKEW` when the offset was never measured."""
     start, end = window
-    return _aware(start) - CLOCK_SKEW <= _aware(moment) <= _aware(end) + CLOCK_SKEW
+    margin = CLOCK_SKEW if offset is None else POST_MARGIN
+    shift = timedelta(seconds=offset or 0.0)
+    return _aware(start) + shift - margin <= _aware(moment) <= _aware(end) + shift + margin
+
+
+def _seconds_between(sent: datetime | None, made: datetime, offset: float | None) -> str:
+    """How long after ``sent`` (this machine's clock) the API stamped ``made``, for the line that says so."""
+    if sent is None:
+        return "an unknown time"
+    seconds = (_aware(made) - _aware(sent)).total_seconds() - (offset or 0.0)
+    return f"{max(0.0, seconds):.1f} s"
+
+
+def _count(n: int, what: str) -> str:
+    return f"one {what}" if n == 1 else f"{n} {what}s"
 
 
 def _short(status: Any) -> str:

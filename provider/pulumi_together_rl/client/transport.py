@@ -206,14 +206,18 @@ def is_session_cap(error: RateLimited) -> bool:
 def ambiguity(error: BaseException) -> str | None:
     """How a failed create may have acted: ``None`` (it did not), :data:`ANSWERED` or :data:`UNANSWERED`.
 
-    * ``ANSWERED``: the server itself answered a 5xx (other than the gateway statuses): it has finished
-      handling the request, so whatever it made exists by now.
-    * ``UNANSWERED``: no readable answer came from the server itself (read timeout, connection broken after
-      sending, a gateway's 502/504, a 2xx whose body could not be read): the server may still be working on
-      the request, and an object may appear later.
+    * ``ANSWERED``: the API itself answered that it failed: a 5xx (other than the gateway statuses) carrying
+      the API's own error envelope. It has finished handling the request, so whatever it made exists by now;
+      but its answer says "failed", so an identical object is not taken on a match alone (it is as likely a
+      colleague's that landed meanwhile).
+    * ``UNANSWERED``: no readable answer came from the API itself (read timeout, connection broken after
+      sending, a gateway's 502/504, a 5xx without the API's envelope, a 2xx whose body could not be read): the
+      server may still be working on the request, and an object may appear later.
     """
     if isinstance(error, ServerError):
-        return UNANSWERED if error.status in GATEWAY_STATUSES else ANSWERED
+        if error.status in GATEWAY_STATUSES or not (error.type or error.code):
+            return UNANSWERED
+        return ANSWERED
     if isinstance(error, ApiConnectionError):
         return UNANSWERED if error.maybe_sent else None
     # A 2xx whose body could not be read: the server acted, we just cannot tell what it made.

@@ -253,7 +253,15 @@ def _take_over(
         if found is not None and found.status not in schema.collection.ended:
             entry.record(found.id)  # the proof carries over to this create's entry before the old one goes
             old.discard()
-            how = "created it" if old.id else "asked for it and never got the answer"
+            how = (
+                "created it"
+                if old.id
+                else (
+                    "asked for one and never got the answer; this one is taken by a match, not an answer: it is the one "
+                    f"new {schema.name} that matches, made {_made_after(old, found)} after that POST was sent, "
+                    f"{format_elapsed(max(0.0, (datetime.now(timezone.utc) - _aware(found.created_at)).total_seconds()))} ago,"
+                )
+            )
             log(
                 f"{schema.name} {found.id}: taking it over: an interrupted `pulumi up` of this declaration {how} "
                 f"at {when} and no state recorded it ({found.status.short}); waiting for {schema.target.short}. If "
@@ -276,6 +284,18 @@ def _take_over(
         else:
             old.discard()  # killed before its POST: it sent nothing
     return None
+
+
+def _made_after(old: journal.Entry, found: Any) -> str:
+    """How long after ``old``'s first send (its writer's clock) the API stamped ``found`` (its clock)."""
+    if not old.sends:
+        return "an unknown time"
+    seconds = (_aware(found.created_at) - min(old.sends)).total_seconds() - (old.clock_offset or 0.0)
+    return format_elapsed(max(0.0, seconds))
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 SIGKILL_ADVICE = (
@@ -317,8 +337,19 @@ def _interrupted_object(
     lag = (max(old.sends) + timedelta(seconds=client.list_lag)) - datetime.now(timezone.utc)
     if lag.total_seconds() > 0:
         time.sleep(lag.total_seconds())
-    attribution = Attribution(frozenset(old.snapshot), window, claimed=old.claimed, rivals=old.rivals)
-    return schema.collection.find(client, request, attribution)
+    attribution = Attribution(
+        frozenset(old.snapshot),
+        window,
+        offset=old.clock_offset,
+        claimed=old.claimed,
+        rivals=old.rivals,
+        claim=not old.refused,
+    )
+    found = schema.collection.find(client, request, attribution)
+    if found is not None and old.refused:
+        # The API answered that POST with its own failure: a look-alike is as likely a colleague's.
+        raise AmbiguousCreate(schema.name, [found], False, refused=True)
+    return found
 
 
 def _unattributed(schema: Schema, client: Any, entry: journal.Entry, subject: str | None) -> None:
