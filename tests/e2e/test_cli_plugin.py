@@ -345,7 +345,7 @@ def test_custom_timeouts_from_the_program_reach_the_wait_through_the_cli(cli_sta
     program["resources"]["gpu"] = {
         "type": "together-rl:ModelResource",
         "properties": {"baseModel": "Qwen/Qwen3.5-4B"},
-        "options": {"customTimeouts": {"create": "3s"}},
+        "options": {"customTimeouts": {"create": "3s", "delete": "3s"}},
     }
     (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
     stack = cli_stack(project, face=PLUGIN).init()
@@ -356,3 +356,18 @@ def test_custom_timeouts_from_the_program_reach_the_wait_through_the_cli(cli_sta
     assert "timed out after 3 s" in up.output and "raise customTimeouts.create" in up.output, up
     assert "Traceback" not in up.output
     assert active(emulator)["model_resources"] == []  # the timed-out create stopped what it made
+
+    # customTimeouts.delete reaches the delete's wait, and an outage's error names it.
+    emulator.control.configure(timings={"resource_pending": 0.0}, stops_ignored=1000)  # accepted, never taken
+    stack.up()
+    slow = stack.run("destroy", "--yes", "--skip-preview", check=False)
+    assert slow.returncode != 0 and "timed out after 3 s" in slow.output, slow
+    assert "raise customTimeouts.delete and run" in slow.output, slow
+    emulator.control.configure(stops_ignored=0)
+    stack.run("destroy", "--yes", "--skip-preview")
+    stack.up()
+    emulator.control.add_fault(method="POST", path="/stop$", status=503, times=None)
+    down = stack.run("destroy", "--yes", "--skip-preview", check=False)
+    assert down.returncode != 0 and "through all of customTimeouts.delete (3 s)" in down.output, down
+    assert "or raise customTimeouts.delete" in down.output, down
+    emulator.control.clear_faults()

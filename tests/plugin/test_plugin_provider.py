@@ -155,6 +155,15 @@ def test_a_model_resource_and_a_session_live_and_end_in_camel_case(plugin, emula
     )
     assert not same.changes
 
+    emulator.control.clear_requests()
+    planned = plugin.run(  # preview: the planned state is the new inputs over the old state, and no call
+        plugin.provider.update(
+            UpdateRequest(urn(TS, "trial"), s_made.resource_id, s_made.properties, renamed, 0, [], True)
+        )
+    )
+    assert plain(planned.properties)["displayName"] == "trial-2"
+    assert plain(planned.properties)["status"] == "RUNNING"  # what the old state says of the rest
+    assert [r for r in emulator.control.requests() if r["method"] != "GET"] == []
     updated = plugin.run(
         plugin.provider.update(
             UpdateRequest(urn(TS, "trial"), s_made.resource_id, s_made.properties, renamed, 0, [], False)

@@ -328,11 +328,17 @@ def test_a_resume_is_checked_at_preview_against_the_checkpoint_itself(rig, resou
         "load_optimizer"
     ]
     assert _failed_on(rig, resource_id, resume_from_checkpoint_id=served["id"], load_optimizer=False) == []
+    assert (
+        _failed_on(rig, resource_id, resume_from_checkpoint_id=served["id"]) == []
+    )  # unset: no optimizer asked
     assert _failed_on(rig, other_model, resume_from_checkpoint_id=trained["id"]) == [
         "resume_from_checkpoint_id"
     ]
     assert _failed_on(
         rig, resource_id, resume_from_checkpoint_id=trained["id"], lora_config={"rank": 16}
+    ) == ["lora_config.rank"]
+    assert _failed_on(  # smaller than the adapter's rank does not fit either
+        rig, resource_id, resume_from_checkpoint_id=trained["id"], lora_config={"rank": 4}
     ) == ["lora_config.rank"]
     reason = rig.sessions.check({}, {"model_resources_id": other_model, "owner": "o/p/s/n",
                                      "resume_from_checkpoint_id": trained["id"]}).failures[0].reason  # fmt: skip

@@ -669,7 +669,13 @@ def _delete(schema: Schema, ident: str, props: Mapping[str, Any], timeout: float
             young=young(props),
         )
     except Exception as exc:
-        raise UserError("deleting", name, ident, *explain(exc, "deleting")) from exc
+        cause, todo = explain(exc, "deleting")
+        if errors.is_transient(exc):  # an outage that outlasted the window the setting gives
+            cause, todo = (
+                f"{cause}, through all of {setting} ({format_elapsed(timeout)})",
+                (f"Run the command again once the API answers, or raise {setting}"),
+            )
+        raise UserError("deleting", name, ident, cause, todo) from exc
     if outcome.outcome == stopping.NOT_FOUND_YET:
         # It may exist and bill; calling it gone would let delete-before-replace make the replacement beside it.
         raise UserError("deleting", name, ident, f"stopping it answered 404 (not found) for several seconds, but "
@@ -701,7 +707,9 @@ def _delete(schema: Schema, ident: str, props: Mapping[str, Any], timeout: float
             limit=setting,
         )
     except Exception as exc:
-        raise UserError("deleting", name, ident, explain(exc, "deleting")[0], schema.still_held) from exc
+        raise UserError(
+            "deleting", name, ident, explain(exc, "deleting")[0], schema.still_held.format(setting=setting)
+        ) from exc
     finish()
 
 

@@ -321,7 +321,7 @@ MODEL_RESOURCE = Schema(
     pace=watch.queue_pace,
     # Without force: a resource its own create just made has no sessions of ours to take down.
     stopped_note="nothing is left billing",
-    still_held="It may still be billing: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
+    still_held="It may still be billing: raise {setting} and run `pulumi destroy` (or `pulumi up`) again",
     price=price,
     force=lambda props: bool(props.get("force_stop", config.FORCE_STOP)),
     refused=refused,

@@ -65,7 +65,8 @@ class Schema:
     stopped_note: str
     """What a successful stop after a failed create means for billing."""
     still_held: str
-    """What to do when a delete's wait for the object to end fails."""
+    """What to do when a delete's wait for the object to end fails; ``{setting}`` is the setting that gave the
+    wait its time (``delete_timeout``, ``customTimeouts.delete``)."""
     price: Callable[[Any, Any], str | None] = lambda client, request: None
     """(client, create request) -> what one costs (``11.00 USD/h``), for a report of look-alikes; None: unknown."""
     force: Callable[[Mapping[str, Any]], bool] = lambda props: False

@@ -179,7 +179,7 @@ TRAINING_SESSION = Schema(
     delete_timeout=config.TRAINING_SESSION_DELETE_TIMEOUT,
     pace=watch.fast_pace,
     stopped_note="the session is over; its model resource is not affected (it bills until destroyed)",
-    still_held="Its slot is still held: raise delete_timeout and run `pulumi destroy` (or `pulumi up`) again",
+    still_held="Its slot is still held: raise {setting} and run `pulumi destroy` (or `pulumi up`) again",
     gone_because=gone_because,
 )
 """How the shared lifecycle (:mod:`.lifecycle`) runs a training session."""
