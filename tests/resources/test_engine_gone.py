@@ -17,17 +17,27 @@ from .test_create_journal import RESOURCES, active
 
 PROVIDER = textwrap.dedent(
     """
-    import json, os, sys
+    import json, os, sys, threading
     from pulumi_together_rl import config, lifeline
     from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 
     config.configure({"together:apiKey": os.environ["KEY"], "together:baseUrl": os.environ["URL"]})
     lifeline.watch()  # what configure() does in the provider server
     provider = _ModelResourceProvider()
-    checked = provider.check({}, {"base_model": os.environ["MODEL"], "owner": os.environ["OWNER"]})
-    print("creating", flush=True)
-    made = provider.create(checked.inputs)
-    print(json.dumps({"id": made.id}), flush=True)
+
+    def create(owner):
+        checked = provider.check({}, {"base_model": os.environ["MODEL"], "owner": owner})
+        made = provider.create(checked.inputs)
+        print(json.dumps({"id": made.id}), flush=True)
+
+    first = threading.Thread(target=create, args=(os.environ["OWNER"],))
+    first.start()
+    if os.environ.get("SECOND"):
+        sys.stdin.readline()  # the test says when
+        second = threading.Thread(target=create, args=(os.environ["SECOND"],))
+        second.start()
+        second.join()
+    first.join()
     """
 )
 
@@ -60,35 +70,46 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def test_an_engine_killed_during_the_post_leaves_the_answered_id_recorded_not_done(rig):
-    """The POST is in flight when the engine dies: the provider waits for its answer (so the id is recorded),
-    the create that then finishes is left for the next run (nobody got the answer), never marked done."""
-    rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=3.0, times=1)
+def _wait(predicate, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_an_engine_killed_during_a_post_leaves_every_create_of_the_provider_for_the_next_run(rig):
+    """Create A waits for READY and create B's POST is in flight when the engine dies. The provider waits for
+    B's answer, so B's id is recorded; A, which reaches READY meanwhile, is left for the next run with its id
+    (nobody got its answer), never marked done; nothing is stopped. The next run takes both over by id."""
+    rig.control.configure(timings={"resource_pending": 3.0})
+    env = {**_env(rig, OWNER + "gpu-a"), "SECOND": OWNER + "gpu-b"}
     engine = subprocess.Popen(
         [sys.executable, "-c", ENGINE, PROVIDER],
-        env=_env(rig, OWNER + "gpu"),
+        env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     provider = int(engine.stdout.readline())
-    deadline = time.monotonic() + 30
-    while not any(e.sends and not e.id for e in journal.entries(warn=None)):
-        assert time.monotonic() < deadline, "the provider never sent its POST"
-        time.sleep(0.02)
-    engine.kill()  # SIGKILL: the engine is gone, its POST still in flight in the provider
+    _wait(lambda: any(e.id for e in journal.entries(warn=None)), "A's POST to answer")
+    rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=6.0, times=1)
+    engine.stdin.write("go\n")
+    engine.stdin.flush()
+    _wait(lambda: any(e.sends and not e.id for e in journal.entries(warn=None)), "B's POST to be sent")
+    engine.kill()  # SIGKILL: the engine is gone; B's POST in flight, A waiting for READY
     engine.wait()
 
-    deadline = time.monotonic() + 40
-    while not _gone(provider):
-        assert time.monotonic() < deadline, "the provider never exited"
-        time.sleep(0.1)
-    [made] = active(rig, "model_resources")
-    [entry] = journal.entries(warn=None)
-    assert (entry.id, entry.state, entry.note) == (made, "created", lifeline.GONE_NOTE)
+    _wait(lambda: _gone(provider), "the provider to exit", timeout=60)
+    made = set(active(rig, "model_resources"))
+    entries = {e.owner.rsplit("/", 1)[-1]: e for e in journal.entries(warn=None)}
+    assert {e.id for e in entries.values()} == made and len(made) == 2
+    assert all((e.state, e.note) == ("created", lifeline.GONE_NOTE) for e in entries.values()), entries
     assert not [r for r in rig.control.requests() if r["path"].endswith("/stop")]
 
-    taken = rig.create_resource()  # the next run takes it over by id
-    assert taken.id == made and len(rig.posts(RESOURCES)) == 1
+    rig.control.configure(timings={"resource_pending": 0.0})
+    rig.control.clear_requests()
+    taken = {rig.create_resource(owner=OWNER + name).id for name in ("gpu-a", "gpu-b")}
+    assert taken == made and rig.posts(RESOURCES) == []  # the next run takes both over by id
 
 
 def test_a_create_that_answered_is_never_taken_over_by_another_process_of_the_declaration(rig):
