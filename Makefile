@@ -9,11 +9,14 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: help uv sync cli sdk yaml-host demo test typecheck bench chaos lint format importtime clean
+.PHONY: help uv sync cli sdk yaml-host demo check test test-cli test-release typecheck bench chaos lint format importtime clean
 
 help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
-	@echo "make test        # the whole test suite, the real-CLI tests included where the CLI can be provided (what CI runs)"
+	@echo "make check       # the inner loop: lint, type check and every test that needs no CLI and no release build"
+	@echo "make test        # every tier: check, test-cli, test-release, with each tier's time (what CI runs)"
+	@echo "make test-cli    # the real-CLI scenarios"
+	@echo "make test-release  # upgrades from past releases, generated SDKs, built artifacts, the fault campaign"
 	@echo "make typecheck   # mypy --strict on a user program against the public Args (tests/typing; part of make test)"
 	@echo "make cli         # provide the pinned Pulumi CLI (scripts/pulumi-cli.sh) and print its folder"
 	@echo "make sdk         # regenerate sdk/python and sdk/nodejs from the plugin's schema (scripts/gen-sdk.sh)"
@@ -43,11 +46,23 @@ yaml-host:
 demo:
 	@bash scripts/demo.sh
 
-# The real-CLI tests run with the CLI that scripts/pulumi-cli.sh provides (found, cached, installed or built);
-# where it cannot, they are skipped with its reason, except under TOGETHER_RL_REQUIRE_CLI=1 (CI), where they fail.
+# The tiers (scripts/tiers.sh, docs/development.md): check is the inner loop (lint, type check, the tests that
+# need neither the CLI nor a release build); test-cli the real-CLI scenarios; test-release upgrades, SDKs,
+# artifacts and the fault campaign. The CLI comes from scripts/pulumi-cli.sh (found, cached, installed or built);
+# where it cannot, the tests that need it are skipped with its reason, except under TOGETHER_RL_REQUIRE_CLI=1
+# (CI), where any skipped test fails the run. PYTEST_ARGS goes to every pytest run.
+check: sync
+	@UV="$(UV)" bash scripts/tiers.sh check
+
+test-cli: sync
+	@UV="$(UV)" bash scripts/tiers.sh cli
+
+test-release: sync
+	@UV="$(UV)" bash scripts/tiers.sh release
+
+# All three tiers, each tier's time printed at the end: the README's test command, and what CI runs.
 test: sync
-	@bin="$$(bash scripts/pulumi-cli.sh)" || { bin=""; echo "make test: no Pulumi CLI; the real-CLI tests will not run" >&2; }; \
-	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen pytest $(PYTEST_ARGS)
+	@UV="$(UV)" bash scripts/tiers.sh all
 
 # The typing tests alone (make test runs them too): the package's py.typed and annotations, as a user's mypy sees them.
 typecheck: sync

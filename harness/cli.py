@@ -21,6 +21,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -186,24 +187,33 @@ class CLIStack:
         return result
 
     def init(self, config: dict[str, Any] | None = None, *, api_key: str | None = None) -> CLIStack:
-        """``stack init`` with passphrase secrets; the emulator's URL, the key (as a secret) and ``config``."""
+        """``stack init`` with passphrase secrets, then the emulator's URL, the key (as a secret) and ``config``
+        in one ``config set-all``: two commands, however much config."""
         self.run("stack", "init", "--secrets-provider", "passphrase")
         self.initialized = True
-        self.run("config", "set", f"{self.face.config}:baseUrl", self.emulator.base_url)
-        self.run("config", "set", "--secret", f"{self.face.config}:apiKey", api_key or self.emulator.api_key)
-        for key, value in (config or {}).items():
-            self.set(key, value)
+        settings: dict[str, Any] = {f"{self.face.config}:baseUrl": self.emulator.base_url, **(config or {})}
+        self.set_all(settings, secrets={f"{self.face.config}:apiKey": api_key or self.emulator.api_key})
         return self
 
     def set(self, key: str, value: Any) -> None:
-        # A list of scalars goes in item by item (`--path key[i]`): structured config, which a YAML program's
-        # typed config needs and `Config.get_object` reads too. Anything else nested goes in as its JSON text.
-        if isinstance(value, list) and value and all(isinstance(v, (int, float, str)) for v in value):
-            for index, item in enumerate(value):
-                self.run("config", "set", "--path", f"{key}[{index}]", str(item))
-            return
-        text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
-        self.run("config", "set", key, text)
+        self.set_all({key: value})
+
+    def set_all(self, values: Mapping[str, Any], *, secrets: Mapping[str, str] | None = None) -> None:
+        """Set every key of ``values`` (and ``secrets``, encrypted) in one ``pulumi config set-all``.
+
+        A list of scalars goes in item by item (``key[i]``, as ``--path``): structured config, which a YAML
+        program's typed config needs and ``Config.get_object`` reads too. Anything else nested goes in as its
+        JSON text."""
+        plain: list[str] = []
+        for key, value in values.items():
+            if isinstance(value, list) and value and all(isinstance(v, (int, float, str)) for v in value):
+                for index, item in enumerate(value):
+                    plain += ["--plaintext", f"{key}[{index}]={item}"]
+            else:
+                text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+                plain += ["--plaintext", f"{key}={text}"]
+        hidden = [arg for key, value in (secrets or {}).items() for arg in ("--secret", f"{key}={value}")]
+        self.run("config", "set-all", "--path", *plain, *hidden)
 
     def up(self, *extra: str, check: bool = True, prefix: tuple[str, ...] = ()) -> Result:
         return self.run("up", "--yes", "--skip-preview", *extra, check=check, prefix=prefix)
@@ -226,14 +236,47 @@ class CLIStack:
             if entry.get("custom") and entry["type"].startswith(self.face.type_prefix)
         }
 
+    def destroy(self, *extra: str) -> Result:
+        """``destroy``; afterwards nothing the stack held before it is active in the emulator."""
+        before = self.held()
+        result = self.run("destroy", "--yes", "--skip-preview", *extra)
+        left = sorted(before & _active_ids(self.emulator))
+        assert not left, f"still active after destroy: {left}\n{result}"
+        return result
+
+    def held(self) -> set[str]:
+        """Every id the stack's state holds (its resources' and its pending operations'), read from its file
+        backend: no CLI command."""
+        ids: set[str] = set()
+        for path in self.backend.glob(f".pulumi/stacks/**/{self.name}.json"):
+            deployment = json.loads(path.read_text()).get("checkpoint", {}).get("latest") or {}
+            for resource in deployment.get("resources") or []:
+                if resource.get("id"):
+                    ids.add(resource["id"])
+            for operation in deployment.get("pending_operations") or []:
+                if (operation.get("resource") or {}).get("id"):
+                    ids.add(operation["resource"]["id"])
+        return ids
+
     def destroy_and_remove(self) -> None:
-        """Cleanup whatever happened: destroy, remove the stack and its config file."""
+        """The end of a test: its temporary folder (backend, home, journal) goes with it, and the stack file of
+        the project with this; a stack that still holds active objects in the emulator is destroyed, and that
+        fails the test (a test destroys what it made, or says why not)."""
         try:
-            if self.initialized:
+            left = sorted(self.held() & _active_ids(self.emulator)) if self.initialized else []
+            if left:
                 self.run("destroy", "--yes", "--skip-preview", check=False, timeout=300)
-                self.run("stack", "rm", "--yes", "--force", check=False, timeout=120)
+                raise AssertionError(
+                    f"stack {self.name} still held active objects at the end of the test ({', '.join(left)}): "
+                    "destroyed them now; the test must destroy what it made"
+                )
         finally:
             (self.project / f"Pulumi.{self.name}.yaml").unlink(missing_ok=True)
+
+
+def _active_ids(emulator: Any) -> set[str]:
+    now = active(emulator)
+    return {o["id"] for o in now["model_resources"] + now["training_sessions"]}
 
 
 def active(emulator: Any) -> dict[str, list[dict[str, Any]]]:

@@ -90,3 +90,30 @@ def pulumi_bin() -> str:
 def yaml_bin() -> str:
     """The folder of the Pulumi YAML language host (the plugin face's programs), like :func:`pulumi_bin`."""
     return _tool(*provide_yaml_host())
+
+
+# ----------------------------------------------------------------------------------------------- the tiers
+# A test belongs to one tier (docs/development.md):
+#   check   (no marker)  everything that needs neither the Pulumi CLI nor a release build: the inner loop;
+#   cli     (marker cli) what only the real CLI shows; marked here, from the fixtures that provide the CLI;
+#   release (marker release, set by the test file) upgrades from past releases, generated SDKs, built wheels
+#           and archives, the fault campaign: release-grade checks, which may use the CLI too.
+CLI_FIXTURES = {"cli_stack", "pulumi_bin", "yaml_bin"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if CLI_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cli)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """In CI (TOGETHER_RL_REQUIRE_CLI=1) every test must run: a skipped one fails the run."""
+    if os.environ.get("TOGETHER_RL_REQUIRE_CLI") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if skipped:
+        print(f"\n{len(skipped)} test(s) skipped with TOGETHER_RL_REQUIRE_CLI=1: failing the run")
+        session.exitstatus = 1

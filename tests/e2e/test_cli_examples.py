@@ -415,7 +415,7 @@ def test_a_secret_display_name_is_never_printed_nor_journalled(cli_stack, emulat
     journal = stack.tmp / "state" / "journal"
     written = b"".join(p.read_bytes() for p in journal.glob("*.json"))
     assert written and b"[secret]" in written
-    for text in (failed.output, done.output, stack.preview().output, stack.export()):
+    for text in (failed.output, done.output, stack.preview().output, stack.export(), stack.destroy().output):
         assert name not in text and name[:8] not in text
     assert name.encode() not in written
 

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from harness.cli import ROOT, active, writes
 from harness.faces import DYNAMIC, PLUGIN
@@ -300,6 +301,7 @@ def test_get_reads_an_object_made_elsewhere_and_never_stops_it(cli_stack, emulat
     assert [o["id"] for o in active(emulator)["model_resources"]] == [shared.id]
 
 
+@pytest.mark.release  # builds and installs the wheel
 def test_the_plugin_runs_from_a_pip_installed_wheel(cli_stack, emulator, tmp_path):
     """A user's venv (pip, no uv project): the engine runs the folder's executable with that venv's Python."""
     import subprocess

@@ -37,7 +37,7 @@ NO_GENERATOR = 3
 NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH")
 
 # The Go build of the generator, once per cache: minutes on 2 cores from a cold Go build cache.
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.release]  # the release tier
 
 
 def last_lines(text: str, n: int = 6) -> str:

@@ -39,6 +39,8 @@ from harness.upgrade import Release, build, release_tags, resolve
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
 
+pytestmark = pytest.mark.release  # the release tier (make test-release)
+
 # The releases whose stacks this checkout must take over unchanged: a commit or a tag each, oldest first.
 RELEASES = (
     "e11510f93297acf03cf8cdaae7729752a546c2b8",  # before the create journal, owner, estimates, model_resource_spec

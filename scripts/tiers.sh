@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The test tiers (docs/development.md), each on several pytest-xdist workers:
+#   check    lint (ruff check, ruff format --check), the package's type check (mypy), and every test that needs
+#            neither the Pulumi CLI nor a release build: the inner loop;
+#   cli      the real-CLI scenarios (the CLI from scripts/pulumi-cli.sh);
+#   release  upgrades from past releases, generated SDKs, built artifacts, the fault campaign;
+#   all      the three in turn, each tier's time printed at the end; fails if any tier failed (each still runs).
+# PYTEST_ARGS is passed to every pytest run; CHECK_WORKERS, CLI_WORKERS and RELEASE_WORKERS set the workers.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+read -r -a UV <<<"${UV:-uv}" # `uv`, or `python3 -m uv` where uv is not on PATH (the Makefile's choice)
+PYTEST=("${UV[@]}" run --frozen pytest -p no:cacheprovider)
+read -r -a EXTRA <<<"${PYTEST_ARGS:-}"
+
+cli() {
+    # The CLI is provided once, before any worker starts (make test-cli hands its folder to every test).
+    if [ -z "${TOGETHER_RL_PULUMI_BIN+x}" ]; then
+        TOGETHER_RL_PULUMI_BIN="$(bash scripts/pulumi-cli.sh)" || {
+            TOGETHER_RL_PULUMI_BIN=""
+            echo "tiers: no Pulumi CLI; the tests that need it will say why" >&2
+        }
+        export TOGETHER_RL_PULUMI_BIN
+    fi
+}
+
+tier() {
+    case "$1" in
+    check)
+        "${UV[@]}" run --frozen ruff check provider harness tests scripts examples &&
+            "${UV[@]}" run --frozen ruff format --check provider harness tests scripts examples &&
+            "${UV[@]}" run --frozen mypy &&
+            "${PYTEST[@]}" -m "not cli and not release" -n "${CHECK_WORKERS:-4}" "${EXTRA[@]}"
+        ;;
+    cli)
+        cli
+        "${PYTEST[@]}" -m "cli and not release" -n "${CLI_WORKERS:-3}" "${EXTRA[@]}"
+        ;;
+    release)
+        cli
+        "${PYTEST[@]}" -m "release" -n "${RELEASE_WORKERS:-2}" "${EXTRA[@]}"
+        ;;
+    *)
+        echo "tiers: unknown tier $1 (check, cli, release, all)" >&2
+        return 2
+        ;;
+    esac
+}
+
+if [ "${1:-all}" != all ]; then
+    tier "$1"
+    exit $?
+fi
+
+summary=()
+status=0
+started=$SECONDS
+for name in check cli release; do
+    begin=$SECONDS
+    echo "== tier $name" >&2
+    tier "$name"
+    code=$?
+    [ "$code" -eq 0 ] || status=1
+    summary+=("$(printf '%-8s %4d s  %s' "$name" $((SECONDS - begin)) "$([ "$code" -eq 0 ] && echo passed || echo "FAILED ($code)")")")
+done
+echo
+echo "tiers:"
+printf '  %s\n' "${summary[@]}"
+printf '  %-8s %4d s\n' total $((SECONDS - started))
+exit "$status"
