@@ -59,6 +59,7 @@ def test_a_stack_with_no_config_at_all_runs_its_program(cli_stack, emulator, own
     outputs = stack.outputs()
     assert outputs["model_resource_status"] == "READY"
     assert [o["id"] for o in active(emulator)["model_resources"]] == [outputs["model_resource_id"]]
+    stack.destroy()
 
 
 def test_a_killed_cli_leaves_no_language_host_behind(cli_stack, emulator, own_host):

@@ -177,6 +177,7 @@ def test_a_plain_api_key_is_a_secret_in_the_state_with_one_warning(cli_stack, em
         r for r in json.loads(state)["deployment"]["resources"] if r["type"] == "pulumi:providers:together-rl"
     ]
     assert "ciphertext" in default["inputs"]["apiKey"] and "ciphertext" in default["outputs"]["apiKey"]
+    stack.destroy()
 
 
 def test_a_dynamic_stack_moves_to_the_plugin_with_the_same_ids_and_no_call(cli_stack, emulator, tmp_path):
@@ -373,3 +374,4 @@ def test_custom_timeouts_from_the_program_reach_the_wait_through_the_cli(cli_sta
     assert down.returncode != 0 and "through all of customTimeouts.delete (3 s)" in down.output, down
     assert "or raise customTimeouts.delete" in down.output, down
     emulator.control.clear_faults()
+    stack.destroy()

@@ -91,6 +91,8 @@ def test_a_stack_resumes_from_the_pinned_checkpoint_another_stack_published(cli_
     resume.run("config", "rm", f"{key}checkpointId")
     followed = resume.preview(check=False)
     assert "checkpointId is not set" in followed.output and "Pin it" in followed.output
+    resume.destroy()
+    train.destroy()
 
 
 def _moment(text: str) -> datetime:
@@ -182,6 +184,7 @@ def test_the_plugin_reads_checkpoints_with_get_checkpoints_and_refreshes_them_wi
     assert outputs["checkpoints"][0]["step"] == 40 and outputs["checkpoints"][0]["loraRank"] == 8
     assert outputs["latest_id"] == second["id"] and outputs["latest_step"] == 40
     assert writes(emulator) == []
+    stack.destroy()
 
 
 def _in(hours: float) -> str:
@@ -225,3 +228,4 @@ def test_keep_ready_until_holds_a_gpu_past_its_idle_timeout_until_an_idle_stop_i
     assert "on-demand" not in "".join(stack.resources())
     again = stack.up()
     assert again.returncode == 0 and stack.outputs()["id"] != first["id"]
+    stack.destroy()

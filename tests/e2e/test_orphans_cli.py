@@ -603,6 +603,7 @@ def test_stack_through_the_real_pulumi_cli_with_its_config_key(cli_stack, emulat
     assert stopped.returncode == 0, stopped.stderr
     assert stops(emulator) == [f"/v1/rl/model-resources/{stray}/stop"]
     assert stray not in active_ids(emulator) and held <= active_ids(emulator)
+    stack.destroy()
 
 
 def test_two_real_stacks_hold_their_objects_by_default_and_only_a_true_orphan_is_stopped(
@@ -666,6 +667,8 @@ def test_two_real_stacks_hold_their_objects_by_default_and_only_a_true_orphan_is
     assert stops(emulator) == [f"/v1/rl/training-sessions/{stray}/stop"]
     assert devs | prods <= active_ids(emulator) and stray not in active_ids(emulator)
     assert emulator.api_key not in everything.stdout + everything.stderr + stopped.stdout + stopped.stderr
+    dev.destroy()
+    prod.destroy()
 
 
 def test_a_plugin_face_stack_holds_its_objects_and_is_read_with_its_own_config_key(
@@ -695,6 +698,7 @@ def test_a_plugin_face_stack_holds_its_objects_and_is_read_with_its_own_config_k
     assert stops(emulator) == [f"/v1/rl/model-resources/{stray}/stop"]
     assert held <= active_ids(emulator)
     assert emulator.api_key not in listed.stdout + listed.stderr + stopped.stdout + stopped.stderr
+    stack.destroy()
 
 
 def _kill_session(sid: int) -> None:
