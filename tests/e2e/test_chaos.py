@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +48,7 @@ MUST_HAVE_RUN = (
 )
 
 
+@pytest.mark.release  # the fault campaign: the release tier
 def test_a_short_seeded_fault_campaign_with_a_team_on_one_account_leaves_nothing_wrong():
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "chaos.py"), "--seed", str(SEED), "--cycles", str(CYCLES)],

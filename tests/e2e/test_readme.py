@@ -99,10 +99,17 @@ def test_every_make_command_in_the_readme_is_a_makefile_target():
 
 
 def test_make_test_runs_the_whole_suite():
-    recipe = _recipe("test")
-    assert "pytest" in recipe
-    # The whole suite: no selection that would leave tests out.
-    assert not re.search(r"pytest[^\n]*(\s-k\s|\s-m\s|--deselect|--ignore)", recipe)
+    """make test runs every tier, and the tiers' selections leave no test out: check takes what is neither cli nor
+    release, test-cli what is cli and not release, test-release what is release."""
+    assert "scripts/tiers.sh all" in _recipe("test")
+    tiers = (ROOT / "scripts" / "tiers.sh").read_text()
+    selections = re.findall(r'-m "([^"]+)"', tiers)
+    assert selections == ["not cli and not release", "cli and not release", "release"]
+    for cli in (False, True):
+        for release in (False, True):
+            chosen = [s for s in selections if eval(s, {}, {"cli": cli, "release": release})]
+            assert len(chosen) == 1, (cli, release, chosen)  # every test in exactly one tier
+    assert not re.search(r"pytest[^\n]*(\s-k\s|--deselect|--ignore)", tiers)
 
 
 def test_make_demo_runs_the_demo_script():
