@@ -24,6 +24,7 @@ help:
 	@echo "make bench       # how the provider waits (overshoot, requests, 2 + 16 / 4 + 20 convergence) next to the together SDK"
 	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI), audited"
 	@echo "make lint        # ruff"
+	@echo "make mypy        # mypy: the package at its defaults, the core (resources, client, journal ...) as --strict"
 	@echo "make importtime  # import cost of pulumi_together_rl next to the official together SDK"
 
 uv:
@@ -67,6 +68,11 @@ test: sync
 # The typing tests alone (make test runs them too): the package's py.typed and annotations, as a user's mypy sees them.
 typecheck: sync
 	$(UV) run --frozen pytest tests/typing $(PYTEST_ARGS)
+
+# mypy, configured in pyproject.toml ([tool.mypy]): the whole package at mypy's defaults, the core as --strict.
+.PHONY: mypy
+mypy: sync
+	$(UV) run --frozen mypy
 
 lint: sync
 	$(UV) run --frozen ruff check provider harness tests scripts examples

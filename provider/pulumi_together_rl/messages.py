@@ -44,7 +44,8 @@ class UserError(Exception):
 
     def __init__(self, doing: str, kind: str, ident: str | None, cause: str, todo: str = "") -> None:
         # Secret inputs never reach the sentence (see :func:`hiding`), whichever part names them.
-        ident, cause, todo = (hide(part) if part else part for part in (ident, cause, todo))
+        ident = hide(ident) if ident else ident
+        cause, todo = (hide(part) if part else part for part in (cause, todo))
         self.doing, self.kind, self.ident, self.cause, self.todo = doing, kind, ident, cause, todo
         where = f" ({printable(ident, LOG_LINE_LIMIT)})" if ident else ""
         subject = f"{doing} {kind}".strip()
@@ -337,7 +338,7 @@ _COLLECTIONS = ("/v1/rl/model-resources", "/v1/rl/training-sessions", "/v1/rl/su
 
 def _collection(path: str | None) -> bool:
     """Whether ``path`` is a collection (a list, or a create), which exists whatever objects do."""
-    return bool(path) and path.split("?", 1)[0].rstrip("/") in _COLLECTIONS
+    return path is not None and path.split("?", 1)[0].rstrip("/") in _COLLECTIONS
 
 
 def _configuration_cause(exc: BaseException) -> str:

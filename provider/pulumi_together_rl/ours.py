@@ -16,7 +16,7 @@ import dataclasses
 MODEL_RESOURCE = "model resource"
 TRAINING_SESSION = "training session"
 KINDS = (MODEL_RESOURCE, TRAINING_SESSION)
-"""The kinds, by the names the core gives them (``Schema.name``)."""
+"""The kinds, by the names the core gives them (``Kind.name``)."""
 
 UNKNOWN_ORG = "-"
 """The organization of a declaration whose face is never told it (the plugin face)."""

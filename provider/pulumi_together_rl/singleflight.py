@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
@@ -59,11 +59,11 @@ class SingleFlight(Generic[V]):
 class _Flight(Generic[V]):
     def __init__(self) -> None:
         self._done = threading.Event()
-        self._value: Any = None
+        self._value: tuple[V] | None = None  # a tuple: a call's answer may be None itself
         self._error: BaseException | None = None
 
     def succeed(self, value: V) -> None:
-        self._value = value
+        self._value = (value,)
         self._done.set()
 
     def fail(self, exc: BaseException) -> None:
@@ -74,4 +74,5 @@ class _Flight(Generic[V]):
         self._done.wait()
         if self._error is not None:
             raise self._error
-        return self._value
+        assert self._value is not None  # set before _done, when there is no error
+        return self._value[0]

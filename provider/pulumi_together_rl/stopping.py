@@ -20,12 +20,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .client import errors
-from .client.collections import Collection
+from .client.collections import Collection, Obj, Req
 from .messages import explain, format_elapsed, log, until
 from .waiting import OutageLines
+
+if TYPE_CHECKING:
+    from .client.api import TogetherRL
+
+T = TypeVar("T")
 
 RETRY_404_DELAYS = (0.5, 1.0, 2.0, 4.0)
 """Pauses (seconds) between the tries of a stop that answers 404 for a young object (read-after-write lag)."""
@@ -41,7 +46,7 @@ ENDED, STOPPING, REFUSED, NOT_FOUND_YET = "ended", "stopping", "refused", "not f
 
 
 @dataclasses.dataclass(frozen=True)
-class Stop:
+class Stop(Generic[Obj]):
     """How a stop went: ``outcome`` is
 
     * :data:`ENDED`: it holds nothing (404, or an ended state);
@@ -51,21 +56,21 @@ class Stop:
     """
 
     outcome: str
-    last: Any = None
+    last: Obj | None = None
     """The stop's answer, or the object as read after a refusal (None: 404)."""
     error: errors.ApiError | None = None
     tries: int = 1
     seconds: float = 0.0
 
 
-def untouched(collection: Collection, obj: Any) -> bool:
+def untouched(collection: Collection[Obj, Req], obj: Obj | None) -> bool:
     """Whether ``obj`` is still as active as before any stop (not stopping, not ended)."""
     return obj is not None and obj.status in collection.live
 
 
 def stop(
-    collection: Collection,
-    client: Any,
+    collection: Collection[Obj, Req],
+    client: TogetherRL,
     ident: str,
     *,
     window: float,
@@ -75,7 +80,7 @@ def stop(
     what: str | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> Stop:
+) -> Stop[Obj]:
     """Stop ``ident``; how it went. ``window`` is how long (seconds) an outage is tried through, ``limit`` the
     words for what sets it (``delete_timeout 900 s``); ``young`` tries a 404 again (:data:`RETRY_404_DELAYS`).
     Any other failure (a 401, an outage longer than the window) is raised."""
@@ -105,22 +110,22 @@ def stop(
 
 
 def restopping(
-    collection: Collection,
-    client: Any,
+    collection: Collection[Obj, Req],
+    client: TogetherRL,
     ident: str,
     *,
     force: bool = False,
     clock: Callable[[], float] = time.monotonic,
-) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+) -> Callable[[Callable[[], Obj | None]], Callable[[], Obj | None]]:
     """A decorator for the fetch of a wait until a stopped object ends: the fetch sends the stop again (it is
     idempotent) whenever the object is still untouched :data:`RESTOP_AFTER` seconds after the last stop."""
     last = clock()
 
-    def wrap(fetch: Callable[[], Any]) -> Callable[[], Any]:
-        def fetch_and_restop() -> Any:
+    def wrap(fetch: Callable[[], Obj | None]) -> Callable[[], Obj | None]:
+        def fetch_and_restop() -> Obj | None:
             nonlocal last
             obj = fetch()
-            if untouched(collection, obj) and clock() - last >= RESTOP_AFTER:
+            if obj is not None and untouched(collection, obj) and clock() - last >= RESTOP_AFTER:
                 log(
                     f"{collection.name} {ident}: still {obj.status.short} {format_elapsed(clock() - last)} "
                     "after the stop; stopping again"
@@ -139,8 +144,8 @@ STOP_CHECK_DELAYS = (1.0, 2.0, 4.0, 8.0)
 
 
 def took(
-    collection: Collection,
-    client: Any,
+    collection: Collection[Obj, Req],
+    client: TogetherRL,
     ident: str,
     *,
     force: bool = False,
@@ -167,13 +172,13 @@ def took(
 
 
 def _persist(
-    call: Callable[[], Any],
+    call: Callable[[], T],
     window: float,
     what: str,
     limit: str,
     sleep: Callable[[float], None],
     clock: Callable[[], float],
-) -> Any:
+) -> T:
     """``call()`` until it answers or fails for good: 429, 5xx and connection failures (after the transport's
     own retries) are tried again with growing pauses for ``window`` seconds. The first failure's line says until
     when; later ones come at most once a minute (:class:`.waiting.OutageLines`)."""
@@ -198,7 +203,9 @@ def _persist(
             delay = min(delay * 2, PERSIST_MAX_DELAY)
 
 
-def _get_or_none(collection: Collection, client: Any, ident: str, refusal: errors.ApiError) -> Any:
+def _get_or_none(
+    collection: Collection[Obj, Req], client: TogetherRL, ident: str, refusal: errors.ApiError
+) -> Obj | None:
     """The object after a refused stop (None = 404). If reading it fails too, the refusal is what is raised."""
     try:
         return collection.get(client, ident)

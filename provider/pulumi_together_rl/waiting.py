@@ -34,12 +34,13 @@ one list request per tick serves every waiting object, see its docstring): ``fet
 
 from __future__ import annotations
 
+import enum
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import IO, Any, TypeVar
+from typing import IO, Generic, TypeVar
 
 from .config import DEFAULT_POLL_INTERVAL
 from .messages import WaitFailed, WaitTimeout, format_elapsed, progress_line, until
@@ -187,7 +188,14 @@ def _progress(out: IO[str], line: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- the watcher
 
-NOTHING: Any = object()
+
+class Nothing(enum.Enum):
+    """The type of :data:`NOTHING`."""
+
+    NOTHING = "nothing"
+
+
+NOTHING = Nothing.NOTHING
 """No observation in hand (a :meth:`Watcher.watch` without ``first``)."""
 _NOTHING = NOTHING
 
@@ -200,7 +208,7 @@ class NoAnswerYet(Exception):
     """A wait's deadline came before the watcher's first answer (it is no news, like an API outage)."""
 
 
-class Watcher:
+class Watcher(Generic[T]):
     """One per kind of object (and client) in the process, like a Kubernetes shared informer: every waiting
     object registers, and one thread serves them all with **one list request per tick** (``list_all``, which
     returns ``{id: object}`` for the objects a list can show), and a ``get_one`` only for a registered id the
@@ -219,20 +227,20 @@ class Watcher:
         self,
         name: str,
         *,
-        list_all: Callable[[], dict[str, Any]],
-        get_one: Callable[[str], Any],
-        pace: Callable[[list[Any]], float],
+        list_all: Callable[[], dict[str, T]],
+        get_one: Callable[[str], T | None],
+        pace: Callable[[list[T | None]], float],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self._list_all, self._get_one, self._pace, self._clock = list_all, get_one, pace, clock
         self._cond = threading.Condition()
-        self._subs: dict[int, Subscription] = {}
+        self._subs: dict[int, Subscription[T]] = {}
         self._next_key = 0
         self._thread: threading.Thread | None = None
         self._wake = False
 
-    def watch(self, ident: str, first: Any = _NOTHING) -> Subscription:
+    def watch(self, ident: str, first: T | Nothing | None = _NOTHING) -> Subscription[T]:
         """Register ``ident``; ``first`` is an observation already in hand (the create's or the stop's own
         answer), which the first fetch returns without a request. Either way the next tick comes at once (with
         whoever joins within :data:`COALESCE`): an answer in hand is rarely final (PENDING, STOPPING), and what
@@ -265,7 +273,7 @@ class Watcher:
 
     def _loop(self) -> None:
         with self._cond:
-            delay = self._pace([s._latest for s in self._subs.values() if s._latest is not _NOTHING])
+            delay = self._pace(_observed(self._subs.values()))
         deadline = self._clock() + delay
         while True:
             with self._cond:
@@ -284,16 +292,15 @@ class Watcher:
             delay = self._tick(subs)
             deadline = self._clock() + delay
 
-    def _tick(self, subs: list[Subscription]) -> float:
+    def _tick(self, subs: list[Subscription[T]]) -> float:
         try:
             seen = self._list_all()
         except Exception as exc:  # the list is everyone's answer: everyone gets its failure
             for sub in subs:
                 sub._deliver(error=exc)
-            latest = [s._latest for s in subs if s._latest is not _NOTHING]
-            pace = self._pace(latest)
+            pace = self._pace(_observed(subs))
             return max(_retry_after(exc), 2 * pace)
-        observed: dict[str, Any] = {}
+        observed: dict[str, T | None] = {}
         failures: dict[str, Exception] = {}
         for ident in {s.ident for s in subs}:
             if ident in seen:
@@ -308,11 +315,16 @@ class Watcher:
                 sub._deliver(error=failures[sub.ident])
             else:
                 sub._deliver(value=observed[sub.ident])
-        known = [s._latest for s in subs if s.ident in failures and s._latest is not _NOTHING]
+        known = _observed(s for s in subs if s.ident in failures)
         pace = self._pace(list(observed.values()) + known)
         # A 429 on one GET is the API's word for this key, so the next tick honours it; a failed GET does not
         # slow the others down otherwise (their waits are near their flip, the failing one's is its own).
         return max([pace] + [_retry_after(exc) for exc in failures.values()])
+
+
+def _observed(subs: Iterable[Subscription[T]]) -> list[T | None]:
+    """The latest observation of each of ``subs`` that has one."""
+    return [s._latest for s in subs if not isinstance(s._latest, Nothing)]
 
 
 def _retry_after(exc: BaseException) -> float:
@@ -323,22 +335,22 @@ def _retry_after(exc: BaseException) -> float:
         return 0.0
 
 
-class Subscription:
+class Subscription(Generic[T]):
     """One waiter's view of a :class:`Watcher`: :meth:`fetch` for :func:`wait_for` returns the next observation
     (blocking until the watcher's next tick, at most until :meth:`until`), and :meth:`close` unregisters."""
 
-    def __init__(self, watcher: Watcher, key: int, ident: str, first: Any) -> None:
+    def __init__(self, watcher: Watcher[T], key: int, ident: str, first: T | Nothing | None) -> None:
         self._watcher, self._key, self.ident = watcher, key, ident
-        self._latest: Any = first
+        self._latest: T | Nothing | None = first
         self._error: BaseException | None = None
         self._fresh = first is not _NOTHING
         self._deadline = float("inf")
 
-    def until(self, deadline: float) -> Subscription:
+    def until(self, deadline: float) -> Subscription[T]:
         self._deadline = deadline
         return self
 
-    def _deliver(self, *, value: Any = _NOTHING, error: BaseException | None = None) -> None:
+    def _deliver(self, *, value: T | Nothing | None = _NOTHING, error: BaseException | None = None) -> None:
         with self._watcher._cond:
             if error is None:
                 self._latest, self._error = value, None
@@ -347,7 +359,7 @@ class Subscription:
             self._fresh = True
             self._watcher._cond.notify_all()
 
-    def fetch(self) -> Any:
+    def fetch(self) -> T | None:
         cond = self._watcher._cond
         with cond:
             while not self._fresh:
@@ -358,14 +370,14 @@ class Subscription:
             self._fresh = False
             if self._error is not None:
                 raise self._error
-            if self._latest is _NOTHING:  # the deadline came before the first tick
+            if isinstance(self._latest, Nothing):  # the deadline came before the first tick
                 raise NoAnswerYet(f"no answer from the API yet ({self._watcher.name})")
             return self._latest
 
     def close(self) -> None:
         self._watcher._drop(self._key)
 
-    def __enter__(self) -> Subscription:
+    def __enter__(self) -> Subscription[T]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

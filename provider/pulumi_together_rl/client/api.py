@@ -13,7 +13,7 @@ import hashlib
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import Any
 from urllib.parse import quote
@@ -32,6 +32,7 @@ from .models import (
     ModelResourceCreateRequest,
     ModelResourceList,
     ModelResourceStatus,
+    StatusFilter,
     SupportedModelList,
     TrainingSession,
     TrainingSessionCreateRequest,
@@ -51,8 +52,6 @@ from .wire import _CHECKPOINTS, _RESOURCES, _SESSIONS, _SUPPORTED_MODELS, M, _pa
 
 ENV_API_KEY = "TOGETHER_API_KEY"
 ENV_BASE_URL = "TOGETHER_BASE_URL"
-
-StatusFilter = Iterable["ModelResourceStatus | TrainingSessionStatus | str"] | str | None
 
 
 class TogetherRL(CreateReconciler):

@@ -3,13 +3,16 @@ finder) needs to know of model resources and training sessions, and the calls it
 
 :data:`MODEL_RESOURCES` and :data:`TRAINING_SESSIONS` name their API path and status groups (the definitions
 in :mod:`.models`) and forward each verb to the one method of :class:`~.api.TogetherRL` that serves it, so
-shared code says ``kind.get(client, id)`` and never tells the kinds apart.
+shared code says ``kind.get(client, id)`` and never tells the kinds apart. A :class:`Collection` is generic
+over the wire model of its objects and of its create request: ``MODEL_RESOURCES.get`` returns a
+:class:`~.models.ModelResource`, and code written for any collection reads what :class:`~.models.ApiObject` promises.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .models import (
     LISTED_RESOURCE_STATUSES,
@@ -18,42 +21,68 @@ from .models import (
     LIVE_SESSION_STATUSES,
     RESOURCE_GONE,
     SESSION_GONE,
+    ApiObject,
+    ModelResource,
+    ModelResourceCreateRequest,
+    Status,
+    StatusFilter,
+    TrainingSession,
+    TrainingSessionCreateRequest,
     TrainingSessionUpdateRequest,
+    WireModel,
 )
 from .wire import _RESOURCES, _SESSIONS
 
+if TYPE_CHECKING:
+    from .api import TogetherRL
+    from .reconcile import Attribution, CreateRecord
 
-class Collection:
+
+Obj = TypeVar("Obj", bound=ApiObject)
+"""The wire model of a collection's objects."""
+Req = TypeVar("Req", bound=WireModel)
+"""The wire model of a collection's create request."""
+
+
+class Collection(ABC, Generic[Obj, Req]):
     """One collection of the API. Subclasses set the class attributes and forward the verbs."""
 
     name: ClassVar[str]
     """``"model resource"``: how messages name one of them."""
     path: ClassVar[str]
     """The API path of the collection (``/v1/rl/model-resources``)."""
-    live: ClassVar[tuple[Any, ...]]
+    live: ClassVar[tuple[Status, ...]]
     """Statuses that hold something (a GPU allocation, a session slot): what a create can have made, and
     what the orphan finder looks at."""
-    listed: ClassVar[tuple[Any, ...]]
+    listed: ClassVar[tuple[Status, ...]]
     """What one list of them asks for: every state a wait or a refresh can find an existing one in."""
-    ended: ClassVar[frozenset[Any]]
+    ended: ClassVar[frozenset[Status]]
     """Statuses in which it holds nothing any more and cannot come back: a read drops it, a stop is done."""
 
-    def get(self, client: Any, ident: str) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def get(self, client: TogetherRL, ident: str) -> Obj: ...
 
-    def iter(self, client: Any, *, status: Any, **filters: Any) -> Iterator[Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def iter(
+        self, client: TogetherRL, *, status: StatusFilter, created_by: str | None = None
+    ) -> Iterator[Obj]:
+        """Every object in ``status`` (of ``created_by``: ``"me"`` is the caller), every page."""
 
-    def stop(self, client: Any, ident: str, *, force: bool = False) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def stop(self, client: TogetherRL, ident: str, *, force: bool = False) -> Obj: ...
 
-    def create(self, client: Any, request: Any, record: Any = None) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def create(self, client: TogetherRL, request: Req, record: CreateRecord | None = None) -> Obj: ...
 
-    def find(self, client: Any, request: Any, attribution: Any) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def find(self, client: TogetherRL, request: Req, attribution: Attribution) -> Obj | None: ...
 
-    def listed_by_me(self, client: Any) -> dict[str, Any]:
+    def patch(self, client: TogetherRL, ident: str, body: dict[str, Any]) -> Obj:
+        """PATCH what may change in place (``body``: the JSON of the update request). A collection without an
+        update endpoint refuses: only a kind whose ``patch`` ever has something to send may live in it."""
+        raise NotImplementedError(f"{self.name}s have no update endpoint")
+
+    def listed_by_me(self, client: TogetherRL) -> dict[str, Obj]:
         """``{id: object}`` of the caller's objects in :attr:`listed` statuses (one list, every page)."""
         return {o.id: o for o in self.iter(client, status=self.listed, created_by="me")}
 
@@ -61,54 +90,66 @@ class Collection:
         return f"<collection {self.name}s>"
 
 
-class _ModelResources(Collection):
+class _ModelResources(Collection[ModelResource, ModelResourceCreateRequest]):
     name = "model resource"
     path = _RESOURCES
     live = LIVE_RESOURCE_STATUSES
     listed = LISTED_RESOURCE_STATUSES
     ended = RESOURCE_GONE
 
-    def get(self, client: Any, ident: str) -> Any:
+    def get(self, client: TogetherRL, ident: str) -> ModelResource:
         return client.get_model_resource(ident)
 
-    def iter(self, client: Any, *, status: Any, **filters: Any) -> Iterator[Any]:
-        return client.iter_model_resources(status=status, **filters)
+    def iter(
+        self, client: TogetherRL, *, status: StatusFilter, created_by: str | None = None
+    ) -> Iterator[ModelResource]:
+        return client.iter_model_resources(status=status, created_by=created_by)
 
-    def stop(self, client: Any, ident: str, *, force: bool = False) -> Any:
+    def stop(self, client: TogetherRL, ident: str, *, force: bool = False) -> ModelResource:
         return client.stop_model_resource(ident, force=force)
 
-    def create(self, client: Any, request: Any, record: Any = None) -> Any:
+    def create(
+        self, client: TogetherRL, request: ModelResourceCreateRequest, record: CreateRecord | None = None
+    ) -> ModelResource:
         return client.create_model_resource(request, record=record)
 
-    def find(self, client: Any, request: Any, attribution: Any) -> Any:
+    def find(
+        self, client: TogetherRL, request: ModelResourceCreateRequest, attribution: Attribution
+    ) -> ModelResource | None:
         return client.find_created_model_resource(request, attribution=attribution)
 
 
-class _TrainingSessions(Collection):
+class _TrainingSessions(Collection[TrainingSession, TrainingSessionCreateRequest]):
     name = "training session"
     path = _SESSIONS
     live = LIVE_SESSION_STATUSES
     listed = LISTED_SESSION_STATUSES
     ended = SESSION_GONE
 
-    def get(self, client: Any, ident: str) -> Any:
+    def get(self, client: TogetherRL, ident: str) -> TrainingSession:
         return client.get_training_session(ident)
 
-    def iter(self, client: Any, *, status: Any, **filters: Any) -> Iterator[Any]:
-        return client.iter_training_sessions(status=status, **filters)
+    def iter(
+        self, client: TogetherRL, *, status: StatusFilter, created_by: str | None = None
+    ) -> Iterator[TrainingSession]:
+        return client.iter_training_sessions(status=status, created_by=created_by)
 
-    def stop(self, client: Any, ident: str, *, force: bool = False) -> Any:
+    def stop(self, client: TogetherRL, ident: str, *, force: bool = False) -> TrainingSession:
         if force:
             raise ValueError("a training session stop takes no force")
         return client.stop_training_session(ident)
 
-    def create(self, client: Any, request: Any, record: Any = None) -> Any:
+    def create(
+        self, client: TogetherRL, request: TrainingSessionCreateRequest, record: CreateRecord | None = None
+    ) -> TrainingSession:
         return client.create_training_session(request, record=record)
 
-    def find(self, client: Any, request: Any, attribution: Any) -> Any:
+    def find(
+        self, client: TogetherRL, request: TrainingSessionCreateRequest, attribution: Attribution
+    ) -> TrainingSession | None:
         return client.find_created_training_session(request, attribution=attribution)
 
-    def patch(self, client: Any, ident: str, body: dict[str, Any]) -> Any:
+    def patch(self, client: TogetherRL, ident: str, body: dict[str, Any]) -> TrainingSession:
         """PATCH ``display_name`` / ``metadata``: omitted = unchanged, ``""`` = clear."""
         return client.update_training_session(ident, TrainingSessionUpdateRequest.model_validate(body))
 
@@ -116,4 +157,4 @@ class _TrainingSessions(Collection):
 MODEL_RESOURCES = _ModelResources()
 TRAINING_SESSIONS = _TrainingSessions()
 
-__all__ = ["MODEL_RESOURCES", "TRAINING_SESSIONS", "Collection"]
+__all__ = ["MODEL_RESOURCES", "TRAINING_SESSIONS", "ApiObject", "Collection", "Obj", "Req"]

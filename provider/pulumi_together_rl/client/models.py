@@ -24,9 +24,10 @@ Status groups used by the resource layer live here too, so there is one definiti
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
@@ -106,13 +107,9 @@ class OpenEnum(str, Enum):
         return type(self).__members__.get(self._name_) is self
 
 
-class ModelResourceStatus(OpenEnum):
-    PENDING = "MODEL_RESOURCES_STATUS_PENDING"
-    CREATING = "MODEL_RESOURCES_STATUS_CREATING"
-    READY = "MODEL_RESOURCES_STATUS_READY"
-    ERROR = "MODEL_RESOURCES_STATUS_ERROR"
-    STOPPED = "MODEL_RESOURCES_STATUS_STOPPED"
-    STOPPING = "MODEL_RESOURCES_STATUS_STOPPING"
+class Status(OpenEnum):
+    """The status of an object of the API (a model resource's, a training session's): what code written for
+    every kind reads of one (its :attr:`short` name, its group membership)."""
 
     @classmethod
     def _missing_(cls, value: object) -> Any:  # open: a status the API adds later still parses
@@ -121,10 +118,37 @@ class ModelResourceStatus(OpenEnum):
     @property
     def short(self) -> str:
         """The short name the guides use (``READY``); the raw value's tail for an unknown status."""
-        return self.value.rsplit("_STATUS_", 1)[-1]
+        return str(self.value).rsplit("_STATUS_", 1)[-1]
 
 
-class TrainingSessionStatus(OpenEnum):
+StatusFilter = Iterable[Status | str] | str | None
+"""What a list asks for: statuses (members, raw values, or short names such as ``"READY"``), or none."""
+
+
+class ApiObject(Protocol):
+    """What code written for every kind reads of an object of the API (a :class:`ModelResource`, a
+    :class:`TrainingSession`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def status(self) -> Status: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+
+class ModelResourceStatus(Status):
+    PENDING = "MODEL_RESOURCES_STATUS_PENDING"
+    CREATING = "MODEL_RESOURCES_STATUS_CREATING"
+    READY = "MODEL_RESOURCES_STATUS_READY"
+    ERROR = "MODEL_RESOURCES_STATUS_ERROR"
+    STOPPED = "MODEL_RESOURCES_STATUS_STOPPED"
+    STOPPING = "MODEL_RESOURCES_STATUS_STOPPING"
+
+
+class TrainingSessionStatus(Status):
     UNSPECIFIED = "TRAINING_SESSION_STATUS_UNSPECIFIED"
     CREATING = "TRAINING_SESSION_STATUS_CREATING"
     RUNNING = "TRAINING_SESSION_STATUS_RUNNING"
@@ -132,14 +156,6 @@ class TrainingSessionStatus(OpenEnum):
     STOPPING = "TRAINING_SESSION_STATUS_STOPPING"
     ERROR = "TRAINING_SESSION_STATUS_ERROR"
     EXPIRED = "TRAINING_SESSION_STATUS_EXPIRED"
-
-    @classmethod
-    def _missing_(cls, value: object) -> Any:  # open: a status the API adds later still parses
-        return cls._open_missing(value)
-
-    @property
-    def short(self) -> str:
-        return self.value.rsplit("_STATUS_", 1)[-1]
 
 
 class GpuType(OpenEnum):
@@ -232,6 +248,9 @@ class _ListPage(WireModel):
     the API sent.
     """
 
+    data: list[Any] = Field(default_factory=list)
+    """Each list names its items' model (``list[ModelResource]``)."""
+    meta: ListMeta = Field(default_factory=ListMeta)
     _raw_ids: list[str | None] | None = PrivateAttr(default=None)
 
 

@@ -74,28 +74,34 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..messages import progress_line
 from ..singleflight import SingleFlight
 from .errors import ApiConnectionError, ApiError, TogetherError, is_transient
-from .matching import resource_defaults, resource_differences, session_differences
+from .matching import ResourceDefaults, resource_defaults, resource_differences, session_differences
 from .models import (
     LIVE_RESOURCE_STATUSES,
     LIVE_SESSION_STATUSES,
+    ApiObject,
     ModelResource,
     ModelResourceCreateRequest,
     ModelResourceList,
+    StatusFilter,
     SupportedModelList,
     TrainingSession,
     TrainingSessionCreateRequest,
     TrainingSessionList,
 )
 from .transport import ANSWERED, UNANSWERED, RetryPolicy, Transport, ambiguity
-from .wire import _RESOURCES, _SESSIONS, M, _pages, _parse
+from .wire import _RESOURCES, _SESSIONS, _Page, _pages, _parse
+
+Created = TypeVar("Created", ModelResource, TrainingSession)
+"""The object a create makes: a model resource or a training session."""
 
 #: Seconds a create whose failure the server itself answered keeps looking before it concludes that nothing was
 #: made and resends: a list can lag a create by a few seconds, and one look right away would miss the object.
@@ -171,10 +177,12 @@ class AmbiguousCreate(TogetherError):
 
     maybe_created = True
 
-    def __init__(self, kind: str, candidates: list[Any], contested: bool, *, refused: bool = False) -> None:
+    def __init__(
+        self, kind: str, candidates: Sequence[ApiObject], contested: bool, *, refused: bool = False
+    ) -> None:
         self.kind = kind
         self.candidates = candidates
-        listed = ", ".join(f"{c.id} ({_short(c.status)}, created {_ago(c.created_at)})" for c in candidates)
+        listed = ", ".join(f"{c.id} ({c.status.short}, created {_ago(c.created_at)})" for c in candidates)
         if refused:
             why = (
                 f"{_count(len(candidates), f'new {kind}')} {'matches' if len(candidates) == 1 else 'match'} it "
@@ -193,16 +201,42 @@ class AmbiguousCreate(TogetherError):
         super().__init__(f"{why}, so none can be proven this create's and none was taken")
 
 
-class CreateReconciler:
+class CreateReconciler(ABC):
     """The create-reconciliation half of :class:`~.api.TogetherRL` (a base class of it, not a client alone).
 
-    It uses the client's ``base_url``, ``settle_window`` and transport, and its ``list_model_resources`` and
-    ``list_training_sessions``.
+    It uses the client's ``base_url``, ``settle_window``, ``list_lag`` and transport, and its list endpoints
+    (the abstract methods below).
     """
 
     base_url: str
     settle_window: float
+    list_lag: float
     _transport: Transport
+    _supported_cache: tuple[float, SupportedModelList] | None = None
+
+    @abstractmethod
+    def list_model_resources(
+        self,
+        *,
+        status: StatusFilter = None,
+        created_by: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> ModelResourceList: ...
+
+    @abstractmethod
+    def list_training_sessions(
+        self,
+        *,
+        status: StatusFilter = None,
+        model_resources_id: str | None = None,
+        created_by: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> TrainingSessionList: ...
+
+    @abstractmethod
+    def list_supported_models(self) -> SupportedModelList: ...
 
     def active_model_resource_ids(self) -> frozenset[str]:
         """Ids of your model resources that are PENDING, CREATING or READY (every page; strict paging)."""
@@ -232,7 +266,7 @@ class CreateReconciler:
 
         See the module docstring for the rules. Raises :class:`AmbiguousCreate` when several (or a contested
         one) match, and the lookup's own error if listing fails."""
-        defaults: list[Any] = []
+        defaults: list[ResourceDefaults] = []
 
         def matches(r: ModelResource) -> bool:
             if r.status not in LIVE_RESOURCE_STATUSES:
@@ -264,16 +298,16 @@ class CreateReconciler:
         self,
         kind: _Kind,
         req: ModelResourceCreateRequest | TrainingSessionCreateRequest,
-        model: type[M],
+        model: type[Created],
         snapshot: Callable[[], frozenset[str]],
-        find: Callable[[Attribution], M | None],
+        find: Callable[[Attribution], Created | None],
         record: CreateRecord | None,
-    ) -> M:
+    ) -> Created:
         transport = self._transport
         # Concurrent creates of one kind (and resource) share one in-flight snapshot: it was taken before any
         # of their sends, which is all a snapshot must be. Nothing is cached past it.
         scope = (self.base_url, kind.name, getattr(req, "model_resources_id", None))
-        existing = _SNAPSHOTS.get(scope, lambda: self._snapshot(kind, snapshot))
+        existing: frozenset[str] = _SNAPSHOTS.get(scope, lambda: self._snapshot(kind, snapshot))
         if record is not None:
             record.posting(existing, transport.clock_offset)
         body = req.to_wire()
@@ -298,10 +332,12 @@ class CreateReconciler:
                 if record is not None:
                     record.answered()
                 raise failure
+            assert first_send is not None  # stamped before the POST that failed
+            sent: datetime = first_send
 
             def look(
-                claim: bool, existing: frozenset[str] = existing, since: datetime = first_send
-            ) -> M | None:
+                claim: bool, existing: frozenset[str] = existing, since: datetime = sent
+            ) -> Created | None:
                 # What its POSTs could have made: absent from the snapshot, created between the first send and
                 # now on the API's clock (the server may still be acting on a request it never answered). The
                 # caller's record rules out what other declarations hold or may have made meanwhile.
@@ -361,7 +397,7 @@ class CreateReconciler:
         )
 
     @staticmethod
-    def _lookup(look: Callable[[], M | None]) -> tuple[M | None, TogetherError | None]:
+    def _lookup(look: Callable[[], Created | None]) -> tuple[Created | None, TogetherError | None]:
         try:
             return look(), None
         except TogetherError as error:
@@ -371,11 +407,11 @@ class CreateReconciler:
         self,
         kind: _Kind,
         failure: TogetherError,
-        look: Callable[[bool], M | None],
+        look: Callable[[bool], Created | None],
         window: float,
         *,
         first_wait: bool = True,
-    ) -> tuple[M | None, TogetherError | None, float]:
+    ) -> tuple[Created | None, TogetherError | None, float]:
         """Look for a failed create's object for ``window`` seconds (sleeping between lookups; the first
         lookup at once when ``first_wait`` is false, as after an answered failure's own pause).
 
@@ -448,7 +484,7 @@ class CreateReconciler:
     def _supported_models(self) -> SupportedModelList:
         """``GET /v1/rl/supported-models`` for the server's defaults, kept by this client for ten minutes (only
         a lookup for a lost answer needs it)."""
-        cached = getattr(self, "_supported_cache", None)
+        cached = self._supported_cache
         if cached is not None and cached[0] > _monotonic():
             return cached[1]
         models = self.list_supported_models()
@@ -458,10 +494,10 @@ class CreateReconciler:
     def _find_and_claim(
         self,
         kind: _Kind,
-        list_page: Callable[[str | None], Any],
-        matches: Callable[[Any], bool],
+        list_page: Callable[[str | None], _Page[Created]],
+        matches: Callable[[Created], bool],
         attribution: Attribution,
-    ) -> Any:
+    ) -> Created | None:
         listed = list(_pages(list_page, strict=True))
         # What others hold and may have made is read after the list, rivals first: another create that records
         # its id meanwhile is then either still a rival (no id yet) or already a claim, never neither.
@@ -680,10 +716,6 @@ def _seconds_between(sent: datetime | None, made: datetime, offset: float | None
 
 def _count(n: int, what: str) -> str:
     return f"one {what}" if n == 1 else f"{n} {what}s"
-
-
-def _short(status: Any) -> str:
-    return str(getattr(status, "short", status))
 
 
 def _ago(moment: datetime) -> str:

@@ -417,7 +417,7 @@ class Transport:
             return None, ApiTimeout(_describe(what, exc, key), maybe_sent=sent, **where)
         except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL) as exc:
             # Our request is unusable (bad URL, bad header): resending cannot help.
-            return None, _UnusableRequest(_describe("request not sent", exc, key), **where)
+            return None, _UnusableRequest(_describe("request not sent", exc, key), method=method, path=path)
         except httpx.TransportError as exc:
             sent = not isinstance(exc, httpx.ConnectError)
             what = "connection broke after the request was sent" if sent else "could not connect"

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from ..messages import progress_line
 from .errors import ApiError, InvalidArgument, TogetherError
+from .models import ListMeta, _ListPage
 
 #: Most pages any listing follows (a server whose cursors never end cannot loop us forever).
 MAX_PAGES = 1000
@@ -31,6 +33,26 @@ _SUPPORTED_MODELS = "/v1/rl/supported-models"
 _CHECKPOINTS = "/v1/rl/checkpoints"
 
 M = TypeVar("M", bound=BaseModel)
+L = TypeVar("L", bound=_ListPage)
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Identified, covariant=True)
+
+
+class _Page(Protocol[T]):
+    """One page of a list answer: its items and its paging metadata."""
+
+    @property
+    def data(self) -> Sequence[T]: ...
+
+    @property
+    def meta(self) -> ListMeta: ...
+
 
 #: What a warning calls an item of a list, by the list's path.
 _ITEM_KINDS = {_RESOURCES: "model resource", _SESSIONS: "training session"}
@@ -41,12 +63,16 @@ _MAX_ID = 80
 _MAX_PROBLEM = 160
 
 
+def _first_error(exc: ValidationError) -> ErrorDetails | dict[str, Any]:
+    return exc.errors()[0] if exc.error_count() else {}
+
+
 def _parse(model: type[M], data: Any, method: str, path: str) -> M:
     failure: ApiError
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0] if exc.error_count() else {}
+        first = _first_error(exc)
         where = ".".join(str(p) for p in first.get("loc", ())) or "body"
         failure = ApiError(
             200,
@@ -58,7 +84,7 @@ def _parse(model: type[M], data: Any, method: str, path: str) -> M:
     raise failure  # outside the except block: no __context__
 
 
-def _parse_list(model: type[M], item: type[BaseModel], data: Any, method: str, path: str) -> M:
+def _parse_list(model: type[L], item: type[BaseModel], data: Any, method: str, path: str) -> L:
     """A list answer as ``model`` (a ``*List`` with ``data`` and ``meta``) whose ``data`` holds the items that
     parse as ``item``; one that does not is skipped, with one warning line on stderr per item per process.
 
@@ -94,7 +120,7 @@ _warned: set[tuple[str, str]] = set()
 def _warn_skipped(entry: Any, exc: ValidationError, path: str) -> None:
     """One line naming the skipped item and its first problem (never the item itself: it may be large, or hold
     what a log should not); once per item id per process, as every tick of a watcher lists it again."""
-    first = exc.errors()[0] if exc.error_count() else {}
+    first = _first_error(exc)
     where = ".".join(str(p) for p in first.get("loc", ())) or "item"
     problem = _clip(str(first.get("msg", "invalid")), _MAX_PROBLEM)
     more = exc.error_count() - 1
@@ -124,14 +150,14 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _paginate(fetch: Callable[[str | None], Any], page_size: int) -> Iterator[Any]:
+def _paginate(fetch: Callable[[str | None], _Page[T]], page_size: int) -> Iterator[T]:
     """Validate ``page_size`` now (not at the first ``next``), then iterate lazily."""
     if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 100:
         raise InvalidArgument(f"page_size must be an integer between 1 and 100, got {page_size!r}")
     return _pages(fetch)
 
 
-def _pages(fetch: Callable[[str | None], Any], *, strict: bool = False) -> Iterator[Any]:
+def _pages(fetch: Callable[[str | None], _Page[T]], *, strict: bool = False) -> Iterator[T]:
     """Every item of every page, following ``after``, for at most :data:`MAX_PAGES` pages.
 
     A page's end is decided by what the API sent, skipped items included (:func:`_parse_list`): a page whose
@@ -161,7 +187,7 @@ def _pages(fetch: Callable[[str | None], Any], *, strict: bool = False) -> Itera
     log.warning("listing stopped early: %s", problem)
 
 
-def _next_cursor(page: Any) -> str | None:
+def _next_cursor(page: _Page[_Identified]) -> str | None:
     """The ``after`` of the next page, or None on the last one."""
     meta = page.meta
     if meta.has_more is False:

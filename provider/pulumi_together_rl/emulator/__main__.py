@@ -228,8 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     class _Server(uvicorn.Server):
         # We install our own handlers: uvicorn's would re-raise the signal after shutdown (exit status -15).
-        def capture_signals(self) -> contextlib.AbstractContextManager[None]:
-            return contextlib.nullcontext()
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
 
         def install_signal_handlers(self) -> None:  # the hook's name in older uvicorn releases
             return None

@@ -638,12 +638,13 @@ def _control_router(emu: EmulatorApp) -> APIRouter:
     @control.get("/state")
     async def dump_state() -> Any:
         resources, sessions = state.snapshot()
+        records: list[ModelResourceRecord | TrainingSessionRecord] = [*resources, *sessions]
         return {
             "now": iso(state.now()),
             "model_resources": [resource_json(r) for r in resources],
             "training_sessions": [session_json(s) for s in sessions],
             # Which key made each object (key_digest; None: made without one, e.g. by a test calling the state).
-            "created_with": {o.id: o.created_with for o in (*resources, *sessions)},
+            "created_with": {o.id: o.created_with for o in records},
         }
 
     return control

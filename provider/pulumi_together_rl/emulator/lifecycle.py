@@ -61,7 +61,11 @@ class Lifecycle:
         """Process every transition due at or before ``now``, earliest first (ties: creation order)."""
         while True:
             best: tuple[datetime, int, Any] | None = None
-            for obj in (*self._resources.values(), *self._sessions.values()):
+            records: list[ModelResourceRecord | TrainingSessionRecord] = [
+                *self._resources.values(),
+                *self._sessions.values(),
+            ]
+            for obj in records:
                 due = self._due(obj)
                 if due is not None and due <= now and (best is None or (due, obj.seq) < best[:2]):
                     best = (due, obj.seq, obj)

@@ -10,14 +10,15 @@ from typing import IO, Any
 from .. import config, stopping
 from ..client import errors
 from ..client.api import TogetherRL
-from ..client.collections import MODEL_RESOURCES, TRAINING_SESSIONS
+from ..client.collections import MODEL_RESOURCES, TRAINING_SESSIONS, Collection, Obj, Req
 from ..client.models import (
     LIVE_SESSION_STATUSES,
     SESSION_HOLDS_SLOT,
     TrainingSession,
 )
+from ..messages import WaitFailed, WaitTimeout, format_elapsed
 from ..ours import MODEL_RESOURCE, TRAINING_SESSION
-from ..waiting import WaitFailed, WaitTimeout, format_elapsed, wait_for
+from ..waiting import wait_for
 from ._common import (
     DEFAULT_STOP_TIMEOUT,
     OrphanError,
@@ -85,7 +86,7 @@ def _stop_session(client: TogetherRL, orphan: Orphan) -> StopResult:
     return StopResult(orphan, True, _stopped(TRAINING_SESSION, orphan.id, outcome))
 
 
-def _stop(collection: Any, client: TogetherRL, ident: str) -> stopping.Stop:
+def _stop(collection: Collection[Obj, Req], client: TogetherRL, ident: str) -> stopping.Stop[Obj]:
     """The one stop (:func:`..stopping.stop`): an outage is tried through for a minute, a refusal judged by the
     object's state."""
     return stopping.stop(
@@ -93,10 +94,11 @@ def _stop(collection: Any, client: TogetherRL, ident: str) -> stopping.Stop:
     )
 
 
-def _stopped(kind: str, ident: str, outcome: stopping.Stop) -> str:
+def _stopped(kind: str, ident: str, outcome: stopping.Stop[Any]) -> str:
     if outcome.outcome == stopping.ENDED or outcome.error is not None:
         state = "gone" if outcome.last is None else _short(outcome.last.status)
         return f"{kind} {ident} was already {state}"
+    assert outcome.last is not None  # an accepted stop: its answer
     return f"stopped {kind} {ident} (now {_short(outcome.last.status)})"
 
 
@@ -119,8 +121,8 @@ def _stop_resource(
             return _refused(orphan, cause, todo)
         if outcome.outcome != stopping.REFUSED:
             return StopResult(orphan, True, _stopped(MODEL_RESOURCE, ident, outcome))
+        assert outcome.error is not None  # a refusal is what makes the outcome REFUSED
         failure = outcome.error
-        assert failure is not None
         if attempt:
             break
         try:

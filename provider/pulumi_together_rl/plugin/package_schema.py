@@ -4,7 +4,7 @@ A kind's inputs are the attributes of its Args class, its outputs the attributes
 one's description is the docstring under it (read with :mod:`ast` from the module's source, which is the only
 place Python keeps an attribute's docstring). The object types are the ``TypedDict`` classes those annotations
 name (``ComputeConfigArgs`` becomes ``together-rl:index:ComputeConfig``). Which inputs replace comes from the
-kind's :class:`~..resources.schema.Schema` (``replace_on_changes``), the required input from ``Schema.required``.
+kind's :class:`~..resources.kind.Kind` (``replace_on_changes``), the required input from ``Kind.required``.
 Names are the core's snake_case, shown in Pulumi's camelCase (:func:`camel`); :mod:`.properties` converts.
 
 What the dynamic face has and the plugin does not: ``model_resource=`` (a Resource object: resource references
@@ -61,7 +61,7 @@ class Kind:
 
     @functools.cached_property
     def schema(self) -> Any:
-        """The core's :class:`~..resources.schema.Schema` of the kind."""
+        """The core's :class:`~..resources.kind.Kind` of the kind."""
         return _load(self._provider_class.schema_at)
 
     @functools.cached_property
@@ -108,7 +108,9 @@ def _attributes(module: str, class_name: str) -> list[Attribute]:
                     nxt = body[i + 1] if i + 1 < len(body) else None
                     doc = (
                         inspect.cleandoc(nxt.value.value)
-                        if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                        if isinstance(nxt, ast.Expr)
+                        and isinstance(nxt.value, ast.Constant)
+                        and isinstance(nxt.value.value, str)
                         else ""
                     )
                     found.append(Attribute(stmt.target.id, stmt.annotation, doc))
@@ -201,11 +203,13 @@ def _resource(kind: Kind, types: _Types) -> dict[str, Any]:
         input_specs[camel(name)] = spec
     output_specs: dict[str, Any] = {}
     for attr in outputs:
-        spec = types.spec(attr.annotation)
+        shape = types.spec(attr.annotation)
         declared = inputs.get(attr.name) or inputs.get(attr.name.removeprefix("effective_"))
-        if declared is not None and (spec is None or spec.get("additionalProperties") == ANY):
-            spec = types.spec(declared.annotation)  # an input echoed, or the API's view of it: the same shape
-        output_specs[camel(attr.name)] = types.prop(attr, spec)
+        if declared is not None and (shape is None or shape.get("additionalProperties") == ANY):
+            shape = types.spec(
+                declared.annotation
+            )  # an input echoed, or the API's view of it: the same shape
+        output_specs[camel(attr.name)] = types.prop(attr, shape)
     return {
         "description": _markdown(_class_doc(kind.module, kind.name).split("\n\n")[0])
         + "\n\n"

@@ -80,17 +80,19 @@ class _OneSentence(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
         inner = handler.unary_unary
 
-        async def answer(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def answer(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
-                return await inner(request, context)
+                # The stubs type a handler's behaviour as grpc's synchronous one; under grpc.aio it is a
+                # coroutine function of an aio context.
+                return await inner(request, context)  # type: ignore[arg-type]
             except Exception as exc:
                 sentence = one_sentence(exc)
                 if sentence is None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
+    Policy,
     PolicyConfigSchema,
     PolicyPack,
     ReportViolation,
@@ -109,7 +110,7 @@ def _budget(items: list[rules.Item], config: Mapping[str, Any]) -> list[rules.Vi
 _STACKS = {"type": "array", "items": {"type": "string"}}
 
 
-def policies() -> list[StackValidationPolicy]:
+def policies() -> list[Policy]:
     return [
         _policy(
             "together-rl-budget",

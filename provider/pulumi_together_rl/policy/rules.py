@@ -74,11 +74,12 @@ def _of(items: Sequence[Item], kind: str) -> list[Item]:
 
 def stack_price(items: Sequence[Item]) -> tuple[float, str, list[Item], list[Item]]:
     """(total $/h, currency, priced model resources, model resources whose price is unknown)."""
-    priced, unpriced = [], []
+    priced: list[Item] = []
+    unpriced: list[Item] = []
     for item in _of(items, MODEL_RESOURCE):
         (priced if isinstance(item.props.get("price_per_hour"), (int, float)) else unpriced).append(item)
     total = round(sum(float(i.props["price_per_hour"]) for i in priced), 2)
-    currencies = {i.props.get("currency") for i in priced if _known(i.props.get("currency"))}
+    currencies = {c for i in priced if isinstance(c := i.props.get("currency"), str)}  # known: a string
     return total, "/".join(sorted(currencies)) or "USD", priced, unpriced
 
 

@@ -6,31 +6,36 @@ only): it could be a secret pasted into the wrong field, and a preview can end u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from ..client import errors
+from ..client.collections import Obj, Req
+from ..client.models import Status
 from . import process
 from .inputs import Failure, answers_the_input, id_prefix, refused_at_check
-from .schema import Schema
+from .kind import Kind, Props
+
+if TYPE_CHECKING:
+    from ..client.api import TogetherRL
 
 
 def adoptable(
-    schema: Schema,
-    client: Any,
+    kind: Kind[Obj, Req],
+    client: TogetherRL,
     adopt_id: str,
-    inputs: Mapping[str, Any],
+    inputs: Props,
     *,
-    declared: Callable[[Any], tuple[Mapping[str, Any], list[Failure]]] | None = None,
+    declared: Callable[[Obj], tuple[Props, list[Failure]]] | None = None,
 ) -> list[Failure]:
     """``adopt_id`` names an object of the kind that can be adopted, whose settings match the declared ones.
 
     ``declared(live)`` gives the inputs to compare with (and failures of its own), for a kind whose inputs are
     not all known at preview (a session on a model resource new in the same change)."""
-    name, quoted = schema.name, id_prefix(adopt_id)
-    request = f"GET {schema.path}/<adopt_id>"
+    name, quoted = kind.name, id_prefix(adopt_id)
+    request = f"GET {kind.path}/<adopt_id>"
     try:
-        live = process.lookup(client, schema.collection, adopt_id)
+        live = process.lookup(client, kind.collection, adopt_id)
     except errors.NotFound:
         return [Failure("adopt_id", f"no {name} {quoted} exists ({request} answered 404). Check adopt_id, or "
                                     "remove it to create a new one")]  # fmt: skip
@@ -39,15 +44,15 @@ def adoptable(
             raise
         return [refused_at_check("adopt_id", request, exc, f"Check adopt_id (the id of an existing {name}), or "
                                  "remove it to create a new one")]  # fmt: skip
-    if live.status not in schema.adoptable:
+    if live.status not in kind.adoptable:
         return [Failure("adopt_id", f"{name} {quoted} is {live.status.short}: only a {name} that is "
-                                    f"{_either(schema.adoptable)} can be adopted. Remove adopt_id to create a "
+                                    f"{_either(kind.adoptable)} can be adopted. Remove adopt_id to create a "
                                     "new one")]  # fmt: skip
     compared, failures = declared(live) if declared is not None else (inputs, [])
     if failures:
         return failures
     mismatched = [
-        m.split(" (", 1)[0] for m in schema.differences(compared, live)
+        m.split(" (", 1)[0] for m in kind.differences(compared, live)
     ]  # field names only: no values
     if mismatched:
         verb = "differs" if len(mismatched) == 1 else "differ"
@@ -57,7 +62,7 @@ def adoptable(
     return []
 
 
-def _either(statuses: frozenset[Any]) -> str:
+def _either(statuses: Iterable[Status]) -> str:
     return _listed(sorted(s.short for s in statuses), "or")
 
 

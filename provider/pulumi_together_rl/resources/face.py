@@ -2,7 +2,7 @@
 over the shared lifecycle.
 
 A kind's provider (``model_resource._ModelResourceProvider``) is this class with two attributes naming its
-:class:`~.schema.Schema` and its ``check``, which load at the provider's first call (a program that declares
+:class:`~.kind.Kind` and its ``check``, which load at the provider's first call (a program that declares
 resources imports neither). Each method is the same four beats: read the plan (the engine's
 property bags), bail on failures (a check's verdict), call the shared lifecycle once (:mod:`.lifecycle`), write
 the state (this face's result types). Providers hold no state: :meth:`configure` records the stack config in
@@ -30,20 +30,25 @@ from .. import config
 from .keys import OWNER_KEY, SECRETS_KEY
 
 if TYPE_CHECKING:
-    from .schema import Schema
+    from .kind import AnyKind
 
 
 class KindProvider(ResourceProvider):
     """The dynamic provider of one kind: :attr:`schema_at` and :attr:`checks_at` name (``module:attribute``)
-    its :class:`~.schema.Schema` and its check. They are loaded at the provider's first call, not when a program
+    its :class:`~.kind.Kind` and its check. They are loaded at the provider's first call, not when a program
     declares a resource: a program imports no HTTP client, no wire models and no journal."""
 
     schema_at: ClassVar[str]
     checks_at: ClassVar[str]
 
     @property
-    def schema(self) -> Schema:
-        return _load(self.schema_at)
+    def schema(self) -> AnyKind:
+        from .kind import Kind
+
+        kind = _load(self.schema_at)
+        if not isinstance(kind, Kind):
+            raise TypeError(f"{self.schema_at} is not a Kind: {kind!r}")
+        return kind
 
     def configure(self, req: ConfigureRequest) -> None:
         from . import sdk_seams

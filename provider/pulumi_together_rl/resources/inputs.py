@@ -91,10 +91,15 @@ def canonical(value: Any, *, top: bool = True) -> Any:
 def drop_none(value: Any) -> Any:
     """``value`` without ``None`` entries (the wire drops them anyway; do it here so outputs are stable)."""
     if isinstance(value, Mapping):
-        return {k: drop_none(v) for k, v in value.items() if v is not None}
+        return drop_none_items(value)
     if isinstance(value, list):
         return [drop_none(v) for v in value]
     return value
+
+
+def drop_none_items(props: Mapping[str, Any]) -> dict[str, Any]:
+    """A property bag without ``None`` entries, at any depth (:func:`drop_none`)."""
+    return {k: drop_none(v) for k, v in props.items() if v is not None}
 
 
 def pick(props: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
@@ -179,24 +184,16 @@ def _one_path_segment(value: str) -> str:
     return value
 
 
-def text(*, min_length: int | None = None, max_length: int | None = None, pattern: str | None = None) -> Any:
-    """A string input without control characters (they could rewrite the terminal or forge log lines; see
-    ``waiting.printable``), with these length and pattern constraints.
+NO_CONTROL_CHARACTERS = BeforeValidator(_no_control_characters)
+"""Metadata of a text input (``Annotated[str, Strict(), StringConstraints(...), NO_CONTROL_CHARACTERS]``): no
+control characters (they could rewrite the terminal or forge log lines; see ``messages.printable``). Last in
+the ``Annotated``, so it runs before the type, length and pattern checks; constraints given outside it (a
+``Field(max_length=...)``) would be applied to its result as to any sized value ("at most 256 items")."""
 
-    A factory rather than ``Field(max_length=...)`` on the model field: constraints given outside the
-    control-character check are applied to its result as to any sized value ("at most 256 items")."""
-    return Annotated[
-        str,
-        Strict(),
-        StringConstraints(min_length=min_length, max_length=max_length, pattern=pattern),
-        BeforeValidator(_no_control_characters),
-    ]
-
-
-Name = text()
+Name = Annotated[str, Strict(), NO_CONTROL_CHARACTERS]
 """Text the provider prints or the API shows (names, W&B fields): any string without control characters."""
 
-Id = text(min_length=1, max_length=ID_MAX)
+Id = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=ID_MAX), NO_CONTROL_CHARACTERS]
 """An id sent in a request body: 1 to :data:`ID_MAX` characters, no control characters."""
 
 PathId = Annotated[Id, AfterValidator(_one_path_segment)]
@@ -242,12 +239,12 @@ def validate_inputs(
         return props, failures
     if failures:
         return props, failures
-    inputs = drop_none(validated.model_dump(mode="json", exclude_unset=True))
-    for path, value in unknowns:
+    inputs = drop_none_items(validated.model_dump(mode="json", exclude_unset=True))
+    for where, value in unknowns:
         target = inputs
-        for part in path[:-1]:
+        for part in where[:-1]:
             target = target.setdefault(part, {})
-        target[path[-1]] = value
+        target[where[-1]] = value
     if isinstance(owner, str) and owner:
         inputs[OWNER_KEY] = owner
     if isinstance(secret, list) and secret:
@@ -255,7 +252,9 @@ def validate_inputs(
     return inputs, failures
 
 
-def _split_unknowns(value: Mapping[str, Any], path: tuple[str, ...]) -> tuple[dict[str, Any], list]:
+def _split_unknowns(
+    value: Mapping[str, Any], path: tuple[str, ...]
+) -> tuple[dict[str, Any], list[tuple[tuple[str, ...], Any]]]:
     known: dict[str, Any] = {}
     unknowns: list[tuple[tuple[str, ...], Any]] = []
     for key, item in value.items():

@@ -14,14 +14,22 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StrictBool, StrictFloat, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    Strict,
+    StrictBool,
+    StrictFloat,
+    StringConstraints,
+    model_validator,
+)
 
 from ..client import errors
 from ..messages import printable
 from . import checks, process
 from .inputs import (
     ID_MAX,
-    OWNER_KEY,
+    NO_CONTROL_CHARACTERS,
     Failure,
     PathId,
     StrictInputs,
@@ -30,9 +38,9 @@ from .inputs import (
     contains_unknown,
     pick,
     refused_at_check,
-    text,
     validate_inputs,
 )
+from .keys import OWNER_KEY
 from .model_resource_schema import (
     ESTIMATE_KEYS,
     KEEP_MAX_AHEAD,
@@ -41,7 +49,6 @@ from .model_resource_schema import (
     REPLACE_ON_CHANGES,
     parse_time,
     price_text,
-    to_request,
 )
 from .secrecy import hiding_check
 
@@ -71,7 +78,9 @@ _DELETE_TIMEOUT_MAX = 24 * 3600  # 86400 s: a stop that takes longer than a day 
 _PRICE_MAX = 10000.0  # per hour, in the estimate's currency: far above any allocation on offer
 
 
-_BaseModelName = text(min_length=1, max_length=ID_MAX)
+_BaseModelName = Annotated[
+    str, Strict(), StringConstraints(min_length=1, max_length=ID_MAX), NO_CONTROL_CHARACTERS
+]
 
 
 def _rfc3339(value: str) -> str:
@@ -80,8 +89,15 @@ def _rfc3339(value: str) -> str:
     return value  # echoed as declared: the state compares like with like
 
 
-_Time = Annotated[text(max_length=64), AfterValidator(_rfc3339)]
-_WeightsRef = text(max_length=256, pattern=r"^together://ml_[A-Za-z0-9]+(@rv_[A-Za-z0-9]+)?$")
+_Time = Annotated[
+    str, Strict(), StringConstraints(max_length=64), NO_CONTROL_CHARACTERS, AfterValidator(_rfc3339)
+]
+_WeightsRef = Annotated[
+    str,
+    Strict(),
+    StringConstraints(max_length=256, pattern=r"^together://ml_[A-Za-z0-9]+(@rv_[A-Za-z0-9]+)?$"),
+    NO_CONTROL_CHARACTERS,
+]
 
 
 class _ComputeConfig(StrictInputs):
@@ -238,9 +254,10 @@ def _ask(client: Any, inputs: dict[str, Any]) -> tuple[list[Failure], Any]:
     if failures or contains_unknown(body):  # an unknown input: the price is known at `pulumi up`
         return failures, None
     try:
-        return [], process.estimate_cost(client, to_request(inputs))
+        return [], process.estimate_cost(client, MODEL_RESOURCE.to_request(inputs))
     except (errors.BadRequest, errors.Conflict) as exc:  # the API would refuse this create
-        field = printable(exc.param, 100) if (exc.param or "").split(".")[0] in HINTS else "base_model"
+        param = exc.param or ""
+        field = printable(param, 100) if param.split(".")[0] in HINTS else "base_model"
         return [Failure(field, f"the API refuses this model resource (HTTP {exc.status}: "
                                     f"{printable(exc.message or 'no message')}). "
                                     f"{HINTS.get(field, 'Fix that input')}")], None  # fmt: skip

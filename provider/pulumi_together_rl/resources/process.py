@@ -27,13 +27,14 @@ from ..client import errors
 from ..messages import UserError, _configuration_cause, base_url_todo, explain, format_elapsed, log
 from ..singleflight import SingleFlight
 from . import watch
-from .inputs import PROVIDER_KEY, changed_keys
+from .inputs import changed_keys
+from .keys import PROVIDER_KEY
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
-    from ..client.collections import Collection
-    from ..client.models import CostEstimate, SupportedModelList
-    from .schema import Schema
+    from ..client.collections import Collection, Obj, Req
+    from ..client.models import CostEstimate, ModelResourceCreateRequest, SupportedModelList
+    from .kind import Kind
 
 T = TypeVar("T")
 
@@ -248,28 +249,34 @@ def supported_models(client: TogetherRL) -> SupportedModelList:
     return _supported.get(config.current().base_url, client.list_supported_models)
 
 
-def estimate_cost(client: TogetherRL, request: Any) -> CostEstimate:
+def estimate_cost(client: TogetherRL, request: ModelResourceCreateRequest) -> CostEstimate:
     """``POST /v1/rl/model-resources/estimate-cost`` for one create body, cached per body."""
     key = (config.current().base_url, json.dumps(request.to_wire(), sort_keys=True))
     return _estimates.get(key, lambda: client.estimate_model_resource_cost(request))
 
 
-def lookup(client: TogetherRL, collection: Collection, ident: str) -> Any:
+def lookup(client: TogetherRL, collection: Collection[Obj, Req], ident: str) -> Obj:
     """``GET`` of an object a check refers to (a model resource of a session, an ``adopt_id``), shared for
     :data:`OBJECT_TTL` seconds; an error, ``NotFound`` included, propagates uncached."""
-    return _objects.get(
+    # The cache holds every kind; its key names the collection the object came from.
+    found: Obj = _objects.get(
         (*watch.identity(client), collection.name, ident), lambda: collection.get(client, ident)
     )
+    return found
 
 
 _listed: SingleFlight[dict[str, Any]] = SingleFlight(LIST_TTL)
 
 
-def listed(client: TogetherRL, schema: Schema) -> dict[str, Any]:
+def listed(client: TogetherRL, kind: Kind[Obj, Req]) -> dict[str, Obj]:
     """``{id: object}`` of the caller's existing objects of a kind (the watcher's own list), shared for
     :data:`LIST_TTL` seconds. An id missing from it is not proof of anything (a list may lag, or the object is
     another user's): the caller asks by GET."""
-    return _listed.get((*watch.identity(client), schema.name), lambda: schema.collection.listed_by_me(client))
+    # The cache holds every kind; its key names the kind.
+    found: dict[str, Obj] = _listed.get(
+        (*watch.identity(client), kind.name), lambda: kind.collection.listed_by_me(client)
+    )
+    return found
 
 
 def clear_lookups() -> None:

@@ -9,10 +9,10 @@ cannot be asked: warn and skip (:func:`.process.remote_check`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, StrictBool, StrictFloat, StrictStr, field_validator
+from pydantic import Field, Strict, StrictBool, StrictFloat, StrictStr, StringConstraints, field_validator
 
 from ..client import errors
 from ..client.collections import MODEL_RESOURCES
@@ -20,6 +20,7 @@ from ..client.models import RESOURCE_GONE, CheckpointType
 from . import checks, process
 from .inputs import (
     ID_MAX,
+    NO_CONTROL_CHARACTERS,
     Failure,
     Id,
     Name,
@@ -30,7 +31,6 @@ from .inputs import (
     id_prefix,
     is_unknown,
     refused_at_check,
-    text,
     validate_inputs,
 )
 from .keys import DISPLAY_NAME_MAX, SPEC_KEY
@@ -57,7 +57,7 @@ def check(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[dict[str, A
 _SEED_LIMIT = 2**53  # Pulumi's wire carries numbers as doubles: beyond this, integers lose precision
 # Pulumi carries any double, inf included, and a timeout reaches a wait: each is finite and bounded.
 _TIMEOUT_MAX = 24 * 3600  # 86400 s: a session starts (or stops) in minutes; a day is plenty for either
-_DisplayName = text(max_length=DISPLAY_NAME_MAX)
+_DisplayName = Annotated[str, Strict(), StringConstraints(max_length=DISPLAY_NAME_MAX), NO_CONTROL_CHARACTERS]
 
 
 class _LoraConfig(StrictInputs):
@@ -178,7 +178,8 @@ def _ask(client: Any, inputs: Mapping[str, Any]) -> list[Failure]:
                  "gpu_type": live.compute_config.gpu_type.value if live.compute_config.gpu_type else None}  # fmt: skip
     else:
         spec = inputs.get(SPEC_KEY) or {}
-        compute = spec.get("compute_config") if isinstance(spec.get("compute_config"), dict) else {}
+        declared = spec.get("compute_config")
+        compute = declared if isinstance(declared, dict) else {}
         where = "the model resource given as model_resource"
         facts = {"base_model": spec.get("base_model"), "lora_enabled": spec.get("lora_enabled", True),
                  "gpu_type": compute.get("gpu_type")}  # fmt: skip

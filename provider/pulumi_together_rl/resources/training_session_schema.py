@@ -1,5 +1,5 @@
-"""A training session as data: :data:`TRAINING_SESSION`, its key tables and conversions (read with the contract
-in :mod:`.training_session`'s docstring).
+"""A training session as a :class:`~.kind.Kind`: :data:`TRAINING_SESSION`, its key tables and conversions (read
+with the contract in :mod:`.training_session`'s docstring).
 
 Inputs are echoed in the state under their own names as declared; the API's view of the LoRA adapter goes to
 ``effective_lora_config`` (server defaults such as rank 32 are never a diff). ``display_name`` and ``metadata``
@@ -9,7 +9,7 @@ PATCHes only what changed, a removed value sent as ``""`` (omitting it would kee
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Sequence
 from typing import Any
 
 from .. import config
@@ -18,13 +18,14 @@ from ..client.matching import session_differences
 from ..client.models import (
     LIVE_SESSION_STATUSES,
     SESSION_GONE,
+    Checkpoint,
+    TrainingSession,
     TrainingSessionCreateRequest,
     TrainingSessionStatus,
 )
-from . import watch
-from .inputs import drop_none, is_unknown, iso, pick, short_id
+from .inputs import drop_none_items, is_unknown, iso, pick, short_id
 from .keys import SPEC_KEY
-from .schema import Schema
+from .kind import Kind, Props, State
 
 REPLACE_ON_CHANGES = ("model_resources_id", "lora_config", "resume_from_checkpoint_id", "load_optimizer")
 UPDATE_IN_PLACE = ("display_name", "metadata", "create_timeout", "delete_timeout", "adopt_id")
@@ -48,39 +49,115 @@ OUTPUT_KEYS = (
 WANDB_KEYS = ("entity", "project", "group", "run_id", "run_name", "url")
 
 
-def to_request(inputs: Mapping[str, Any]) -> TrainingSessionCreateRequest:
-    body = pick(inputs, REPLACE_ON_CHANGES)
-    if inputs.get("display_name"):
-        body["display_name"] = inputs["display_name"]
-    wandb = {k: v for k, v in ((inputs.get("metadata") or {}).get("wandb") or {}).items() if v}
-    if wandb:
-        body["metadata"] = {"wandb": wandb}
-    return TrainingSessionCreateRequest.model_validate(body)
+class TrainingSessionKind(Kind[TrainingSession, TrainingSessionCreateRequest]):
+    """How the shared lifecycle (:mod:`.lifecycle`) runs a training session."""
+
+    collection = TRAINING_SESSIONS
+    required = "model_resources_id"
+    replace_on_changes = REPLACE_ON_CHANGES
+    update_in_place = UPDATE_IN_PLACE
+    check_added = (SPEC_KEY,)
+    output_keys = OUTPUT_KEYS
+    target = TrainingSessionStatus.RUNNING
+    failed = frozenset({*SESSION_GONE, TrainingSessionStatus.STOPPING})
+    adoptable = frozenset(LIVE_SESSION_STATUSES)
+    create_timeout = config.TRAINING_SESSION_CREATE_TIMEOUT
+    delete_timeout = config.TRAINING_SESSION_DELETE_TIMEOUT
+    stopped_note = "the session is over; its model resource is not affected (it bills until destroyed)"
+    still_held = "Its slot is still held: raise {setting} and run `pulumi destroy` (or `pulumi up`) again"
+
+    # Sessions start and stop in seconds: the base's fast pace. Nothing to force, keep or price: the base's.
+
+    def to_request(self, inputs: Props) -> TrainingSessionCreateRequest:
+        body = pick(inputs, REPLACE_ON_CHANGES)
+        if inputs.get("display_name"):
+            body["display_name"] = inputs["display_name"]
+        wandb = {k: v for k, v in ((inputs.get("metadata") or {}).get("wandb") or {}).items() if v}
+        if wandb:
+            body["metadata"] = {"wandb": wandb}
+        return TrainingSessionCreateRequest.model_validate(body)
+
+    def to_outputs(self, inputs: Props, obj: TrainingSession) -> State:
+        """The state: declared inputs under their own names, then what the API reports."""
+        return drop_none_items(
+            {
+                **pick(inputs, self.input_keys),
+                "status": obj.status.short,
+                "step": obj.step,
+                "base_model": obj.base_model,
+                "created_by": obj.created_by,
+                "created_at": iso(obj.created_at),
+                "updated_at": iso(obj.updated_at),
+                "error": {"code": obj.error.code, "message": obj.error.message} if obj.error else None,
+                "policy_state": obj.policy_state.model_dump(mode="json") if obj.policy_state else None,
+                "inference_checkpoints": [c.model_dump(mode="json") for c in obj.inference_checkpoints],
+                "training_checkpoints": [c.model_dump(mode="json") for c in obj.training_checkpoints],
+                **_latest("training", obj.training_checkpoints),
+                **_latest("inference", obj.inference_checkpoints),
+                "effective_lora_config": obj.lora_config.to_wire() if obj.lora_config else None,
+            }
+        )
+
+    def inputs_from_api(self, obj: TrainingSession) -> State:
+        """Inputs that describe an existing session (for ``.get()``, where nothing was declared)."""
+        wandb = _live_wandb(obj)
+        return drop_none_items(
+            {
+                "model_resources_id": obj.model_resources_id,
+                "lora_config": obj.lora_config.to_wire() if obj.lora_config else None,
+                "resume_from_checkpoint_id": obj.resume_from_checkpoint_id,
+                "display_name": obj.display_name,
+                "metadata": {"wandb": wandb} if wandb else None,
+            }
+        )
+
+    def read_inputs(self, inputs: State, obj: TrainingSession) -> State:
+        """Declared inputs with ``display_name``/``metadata`` as they are now (drift shows at the next ``up``)."""
+        inputs = dict(inputs)
+        if (inputs.get("display_name") or "") != (obj.display_name or ""):
+            inputs["display_name"] = obj.display_name or ""
+        declared = {k: v for k, v in ((inputs.get("metadata") or {}).get("wandb") or {}).items() if v}
+        live = _live_wandb(obj)
+        if declared != live:
+            inputs["metadata"] = {"wandb": live} if live else {}
+        return inputs
+
+    def patch(self, olds: Props, news: Props) -> dict[str, Any]:
+        """The PATCH body: only what changed; a removed display name or W&B key is sent as ``""`` to clear
+        it."""
+        body: dict[str, Any] = {}
+        if (olds.get("display_name") or "") != (news.get("display_name") or ""):
+            body["display_name"] = news.get("display_name") or ""
+        old_w = (olds.get("metadata") or {}).get("wandb") or {}
+        new_w = (news.get("metadata") or {}).get("wandb") or {}
+        wandb = {k: new_w.get(k) or "" for k in WANDB_KEYS if (old_w.get(k) or "") != (new_w.get(k) or "")}
+        if wandb:
+            body["metadata"] = {"wandb": wandb}
+        return body
+
+    def differences(self, inputs: Props, obj: TrainingSession) -> list[str]:
+        """Where ``obj`` differs from the declared inputs (``adopt_id``: only what is declared is held against
+        it; the one rule is :func:`~..client.matching.session_differences`)."""
+        known = {k: v for k, v in inputs.items() if not is_unknown(v)}
+        return [str(d) for d in session_differences(self.to_request(known), obj)]
+
+    def subject(self, inputs: Props) -> str | None:
+        named = inputs.get("display_name") or inputs.get("model_resources_id")
+        return named if isinstance(named, str) else None
+
+    def describe(self, ident: str, obj: TrainingSession | None) -> str:
+        name = f" ({obj.display_name})" if obj is not None and obj.display_name else ""
+        return f"training session {short_id(ident)}{name}: {obj.status.short if obj else 'not found'}"
+
+    def gone_because(self, props: Props, obj: TrainingSession) -> str:
+        """EXPIRED: its model resource stopped for inactivity (normal drift: the next ``up`` makes both
+        again)."""
+        if obj.status == TrainingSessionStatus.EXPIRED:
+            return " (it ended when its model resource stopped itself for inactivity)"
+        return ""
 
 
-def to_outputs(inputs: Mapping[str, Any], ts: Any) -> dict[str, Any]:
-    """The state: declared inputs under their own names, then what the API reports."""
-    return drop_none(
-        {
-            **pick(inputs, TRAINING_SESSION.input_keys),
-            "status": ts.status.short,
-            "step": ts.step,
-            "base_model": ts.base_model,
-            "created_by": ts.created_by,
-            "created_at": iso(ts.created_at),
-            "updated_at": iso(ts.updated_at),
-            "error": {"code": ts.error.code, "message": ts.error.message} if ts.error else None,
-            "policy_state": ts.policy_state.model_dump(mode="json") if ts.policy_state else None,
-            "inference_checkpoints": [c.model_dump(mode="json") for c in ts.inference_checkpoints],
-            "training_checkpoints": [c.model_dump(mode="json") for c in ts.training_checkpoints],
-            **_latest("training", ts.training_checkpoints),
-            **_latest("inference", ts.inference_checkpoints),
-            "effective_lora_config": ts.lora_config.to_wire() if ts.lora_config else None,
-        }
-    )
-
-
-def _latest(kind: str, checkpoints: list[Any]) -> dict[str, Any]:
+def _latest(kind: str, checkpoints: Sequence[Checkpoint]) -> dict[str, Any]:
     """``latest_<kind>_checkpoint_id`` / ``_step`` of the newest checkpoint (the last saved; the API's order of
     the list is not promised, so by creation time); none: nothing."""
     if not checkpoints:
@@ -91,95 +168,10 @@ def _latest(kind: str, checkpoints: list[Any]) -> dict[str, Any]:
     return {f"latest_{kind}_checkpoint_id": newest.id, f"latest_{kind}_checkpoint_step": int(newest.step)}
 
 
-def _live_wandb(ts: Any) -> dict[str, str]:
+def _live_wandb(ts: TrainingSession) -> dict[str, str]:
     wandb = ts.metadata.wandb.to_wire() if ts.metadata and ts.metadata.wandb else {}
     return {k: v for k, v in wandb.items() if k in WANDB_KEYS and v}
 
 
-def inputs_from_api(ts: Any) -> dict[str, Any]:
-    """Inputs that describe an existing session (for ``.get()``, where nothing was declared)."""
-    wandb = _live_wandb(ts)
-    return drop_none(
-        {
-            "model_resources_id": ts.model_resources_id,
-            "lora_config": ts.lora_config.to_wire() if ts.lora_config else None,
-            "resume_from_checkpoint_id": ts.resume_from_checkpoint_id,
-            "display_name": ts.display_name,
-            "metadata": {"wandb": wandb} if wandb else None,
-        }
-    )
-
-
-def read_inputs(inputs: dict[str, Any], ts: Any) -> dict[str, Any]:
-    """Declared inputs with ``display_name``/``metadata`` as they are now (drift shows at the next ``up``)."""
-    inputs = dict(inputs)
-    if (inputs.get("display_name") or "") != (ts.display_name or ""):
-        inputs["display_name"] = ts.display_name or ""
-    declared = {k: v for k, v in ((inputs.get("metadata") or {}).get("wandb") or {}).items() if v}
-    live = _live_wandb(ts)
-    if declared != live:
-        inputs["metadata"] = {"wandb": live} if live else {}
-    return inputs
-
-
-def patch(olds: Mapping[str, Any], news: Mapping[str, Any]) -> dict[str, Any]:
-    """The PATCH body: only what changed; a removed display name or W&B key is sent as ``""`` to clear it."""
-    body: dict[str, Any] = {}
-    if (olds.get("display_name") or "") != (news.get("display_name") or ""):
-        body["display_name"] = news.get("display_name") or ""
-    old_w = (olds.get("metadata") or {}).get("wandb") or {}
-    new_w = (news.get("metadata") or {}).get("wandb") or {}
-    wandb = {k: new_w.get(k) or "" for k in WANDB_KEYS if (old_w.get(k) or "") != (new_w.get(k) or "")}
-    if wandb:
-        body["metadata"] = {"wandb": wandb}
-    return body
-
-
-def describe(ident: str) -> Callable[[Any], str]:
-    def line(ts: Any) -> str:
-        name = f" ({ts.display_name})" if ts is not None and ts.display_name else ""
-        return f"training session {short_id(ident)}{name}: {ts.status.short if ts else 'not found'}"
-
-    return line
-
-
-def differences(inputs: Mapping[str, Any], ts: Any) -> list[str]:
-    """Where ``ts`` differs from the declared inputs (``adopt_id``: only what is declared is held against it;
-    the one rule is :func:`~..client.matching.session_differences`)."""
-    known = {k: v for k, v in inputs.items() if not is_unknown(v)}
-    return [str(d) for d in session_differences(to_request(known), ts)]
-
-
-def gone_because(props: Mapping[str, Any], session: Any) -> str:
-    """EXPIRED: its model resource stopped for inactivity (normal drift: the next ``up`` makes both again)."""
-    if session is not None and session.status == TrainingSessionStatus.EXPIRED:
-        return " (it ended when its model resource stopped itself for inactivity)"
-    return ""
-
-
-TRAINING_SESSION = Schema(
-    collection=TRAINING_SESSIONS,
-    required="model_resources_id",
-    replace_on_changes=REPLACE_ON_CHANGES,
-    update_in_place=UPDATE_IN_PLACE,
-    check_added=(SPEC_KEY,),
-    output_keys=OUTPUT_KEYS,
-    to_request=to_request,
-    to_outputs=to_outputs,
-    inputs_from_api=inputs_from_api,
-    read_inputs=read_inputs,
-    patch=patch,
-    differences=differences,
-    subject=lambda inputs: inputs.get("display_name") or inputs.get("model_resources_id"),
-    describe=describe,
-    target=TrainingSessionStatus.RUNNING,
-    failed=frozenset({*SESSION_GONE, TrainingSessionStatus.STOPPING}),
-    adoptable=frozenset(LIVE_SESSION_STATUSES),
-    create_timeout=config.TRAINING_SESSION_CREATE_TIMEOUT,
-    delete_timeout=config.TRAINING_SESSION_DELETE_TIMEOUT,
-    pace=watch.fast_pace,
-    stopped_note="the session is over; its model resource is not affected (it bills until destroyed)",
-    still_held="Its slot is still held: raise {setting} and run `pulumi destroy` (or `pulumi up`) again",
-    gone_because=gone_because,
-)
+TRAINING_SESSION = TrainingSessionKind()
 """How the shared lifecycle (:mod:`.lifecycle`) runs a training session."""

@@ -26,15 +26,18 @@ it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import config
 from ..client import errors
-from ..client.models import ModelResourceStatus
+from ..client.collections import Obj, Req
+from ..client.models import ApiObject, ModelResource, ModelResourceStatus
 from ..waiting import Watcher
 
 if TYPE_CHECKING:
-    from .schema import Schema
+    from ..client.api import TogetherRL
+    from .kind import Kind
 
 FAST_TICK = 1.0
 """Seconds between ticks near an expected flip."""
@@ -48,15 +51,16 @@ class _Client:
     Clients of one identity are interchangeable, but one may be closed since (a test's, or a cache's before
     a reset), and the client of a new wait is one in use."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: TogetherRL) -> None:
         self.client = client
 
 
 _lock = threading.Lock()
-_watchers: dict[tuple[str, str, str], tuple[Watcher, _Client]] = {}
+_watchers: dict[tuple[str, str, str], tuple[Watcher[Any], _Client]] = {}
+"""Watchers of every kind: each one's objects are of the kind named in its key."""
 
 
-def identity(client: Any) -> tuple[str, str]:
+def identity(client: TogetherRL) -> tuple[str, str]:
     """What ``client`` talks to and as whom: its base URL and its API key's digest (never the key itself)."""
     return (client.base_url, client.api_key_digest)
 
@@ -65,7 +69,7 @@ def _fast() -> float:
     return min(FAST_TICK, config.current().poll_interval)
 
 
-def queue_pace(objects: list[Any]) -> float:
+def queue_pace(objects: Sequence[ModelResource | None]) -> float:
     """Model resources: fast near a flip, slower the further back in the capacity queue the nearest one is."""
     fast, slow = _fast(), 3 * config.current().poll_interval
     paces = [fast]
@@ -80,38 +84,39 @@ def queue_pace(objects: list[Any]) -> float:
     return min(paces)
 
 
-def fast_pace(objects: list[Any]) -> float:
+def fast_pace(objects: Sequence[ApiObject | None]) -> float:
     """Training sessions: they start and stop in seconds."""
     return _fast()
 
 
-def watcher(client: Any, schema: Schema) -> Watcher:
+def watcher(client: TogetherRL, kind: Kind[Obj, Req]) -> Watcher[Obj]:
     """The process's watcher of a kind for the API and key ``client`` uses (:func:`identity`); it makes its
     requests through ``client`` from now on."""
-    key = (*identity(client), schema.name)
+    key = (*identity(client), kind.name)
     with _lock:
         found = _watchers.get(key)
         if found is None:
             holder = _Client(client)
-            found = _watchers[key] = (_make(holder, schema), holder)
+            found = _watchers[key] = (_make(holder, kind), holder)
         found[1].client = client
-        return found[0]
+        # The kind's own watcher: its key names the kind, whose objects it lists.
+        return cast("Watcher[Obj]", found[0])
 
 
-def _make(holder: _Client, schema: Schema) -> Watcher:
-    collection = schema.collection
+def _make(holder: _Client, kind: Kind[Obj, Req]) -> Watcher[Obj]:
+    collection = kind.collection
 
-    def get(ident: str) -> Any:
+    def get(ident: str) -> Obj | None:
         try:
             return collection.get(holder.client, ident)
         except errors.NotFound:
             return None
 
     return Watcher(
-        schema.name,
+        kind.name,
         list_all=lambda: collection.listed_by_me(holder.client),
         get_one=get,
-        pace=schema.pace,
+        pace=kind.pace,
     )
 
 
