@@ -171,6 +171,7 @@ def test_preview_shows_each_model_resources_price_and_the_ceiling_fails_it(cli_s
     assert "small replace" in replace.stdout
     diagnostics = replace.stdout.split("Diagnostics:", 1)[1]
     assert diagnostics.count("model resource (Qwen/Qwen3.5-4B): estimated 16.50 USD/h") == 1, replace.stdout
+    stack.destroy()
 
 
 # ------------------------------------------------------------------------------------------- policy pack
