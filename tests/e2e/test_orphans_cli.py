@@ -610,8 +610,8 @@ def test_two_real_stacks_hold_their_objects_by_default_and_only_a_true_orphan_is
     cli_stack, emulator, emulator_server, client, tmp_path
 ):
     dev = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
-    prod = cli_stack(SWEEP)
-    prod.env = dict(dev.env)  # the same backend, Pulumi home and create journal: one machine, one team
+    prod = cli_stack(SWEEP, beside=dev)  # the same backend
+    prod.env = dict(dev.env)  # ... Pulumi home and create journal: one machine, one team
     prod.init({"sessions": 1, "loraRanks": [8]})
     dev.up()
     prod.up()
@@ -641,7 +641,7 @@ def test_two_real_stacks_hold_their_objects_by_default_and_only_a_true_orphan_is
     assert prods | {stray} <= set(listed) and not devs & set(listed)
     assert "warning: only the given stack states were read" in only_dev.stderr
     for ident in prods:  # prod's creates ran on this machine: its journal names prod, which was not read
-        where = f"in backend file://{os.path.realpath(prod.backend)}"  # the same names in another backend: not it
+        where = f"in backend file://{os.path.realpath(dev.backend)}"
         assert f"its journal entry names stack {project}/{prod.name} {where}, which was not read" in listed[ident]
 
     # The default: both stacks, through the CLI, each with its config key.
