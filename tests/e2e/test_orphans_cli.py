@@ -642,7 +642,10 @@ def test_two_real_stacks_hold_their_objects_by_default_and_only_a_true_orphan_is
     assert "warning: only the given stack states were read" in only_dev.stderr
     for ident in prods:  # prod's creates ran on this machine: its journal names prod, which was not read
         where = f"in backend file://{os.path.realpath(dev.backend)}"
-        assert f"its journal entry names stack {project}/{prod.name} {where}, which was not read" in listed[ident]
+        assert (
+            f"its journal entry names stack {project}/{prod.name} {where}, which was not read"
+            in listed[ident]
+        )
 
     # The default: both stacks, through the CLI, each with its config key.
     everything = orphans_cli(env=env, cwd=SWEEP)
