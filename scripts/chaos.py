@@ -261,7 +261,10 @@ SLOW_TIMEOUT = 1.0  # the declared create_timeout of the kind a create-timeout f
 SLOW_TIMING = 2.5  # its provisioning time in the first try (then back to the cycle's own)
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 DISMISS = re.compile(r"journal dismiss\s+([0-9a-f]+)")
-CANDIDATES = re.compile(r"match(?:es)? it \((.*?)\), (?:but another create|so none can be proven)", re.S)
+CANDIDATES = re.compile(
+    r"match(?:es)? it \((.*?)\), (?:but another create|but the API itself answered|so none can be proven)",
+    re.S,
+)
 TIMED_OUT = re.compile(
     rf"creating (?:model resource|training session) \(({UUID.pattern})\): timed out after \d"
 )
