@@ -23,6 +23,11 @@ API (property values are plain JSON-like data; `UNKNOWN` marks an unknown, `secr
 Failures raise `CheckFailedError` (`.failures`), `ProviderRpcError` (`.rpc`, `.code`, `.details` = the
 server's traceback) or `EngineError`. Programs: see mocks.py (`EngineBackedMocks`, `run_program`).
 
+`ProviderUnderEngine` (same arguments) starts the server under an engine process of its own, named `pulumi` as the
+CLI is: `.kill()` SIGKILLs that engine and leaves it unreaped (a zombie, as the `pulumi` CLI killed under a parent
+that never waits), and the stand-in's RPCs end with it; `.stop()` waits for the provider to exit on its own
+(`.exited_alone`, `.engine_state_at_exit`), then reaps the engine.
+
 What is emulated (engine source: sdk/go/common/resource/plugin/provider_plugin.go, pkg/resource/deploy/
 step_generator.go, step.go, target.go, pkg/host/host.go):
 
@@ -64,9 +69,11 @@ import hashlib
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -239,6 +246,11 @@ class ProviderProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def provider_pid(self) -> int | None:
+        """The pid of the provider server (what its create journal entries record)."""
+        return self.proc.pid if self.proc is not None else None
+
     def stop(self) -> None:
         if self.channel is not None:
             self.channel.close()
@@ -258,6 +270,165 @@ class ProviderProcess:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
+
+
+# The engine a `ProviderUnderEngine` runs under: it names itself `pulumi` (the name the provider's lifeline looks
+# for among its ancestors), starts the provider server as its child (stdout and stderr passed through: the port
+# line is the provider's), ends it on SIGTERM as the CLI ends its plugins, and exits with it.
+ENGINE_SCRIPT = """\
+import signal, subprocess, sys
+with open("/proc/self/comm", "w") as comm:
+    comm.write("pulumi")
+plugin = subprocess.Popen(sys.argv[1:])
+signal.signal(signal.SIGTERM, lambda *_: plugin.terminate())
+sys.exit(plugin.wait())
+"""
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state letter, parent pid, start time in clock ticks) of ``pid`` from /proc, zombies included; None when
+    there is no such process (reaped)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = raw[raw.rindex(")") + 2 :].split()
+    return rest[0], int(rest[1]), int(rest[19])
+
+
+class EngineKilled(grpc.RpcError):
+    """An RPC of an engine that was killed: the engine reads no answer any more, whatever the provider sends."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.CANCELLED
+
+    def details(self) -> str:
+        return "the engine was killed (SIGKILL) before it got the answer"
+
+
+class _EngineStub:
+    """The provider stub as a killable engine holds it: once the engine is killed, no call starts and no answer
+    is read, even one that arrives after the kill."""
+
+    def __init__(self, stub: provider_pb2_grpc.ResourceProviderStub, process: ProviderUnderEngine):
+        self._stub = stub
+        self._process = process
+
+    def __getattr__(self, method: str) -> Any:
+        call = getattr(self._stub, method)
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if self._process.engine_killed is not None:
+                raise EngineKilled()
+            try:
+                answer = call(*args, **kwargs)
+            except (grpc.RpcError, ValueError):  # ValueError: a call on the channel the kill closed
+                if self._process.engine_killed is not None:
+                    raise EngineKilled() from None
+                raise
+            if self._process.engine_killed is not None:
+                raise EngineKilled()
+            return answer
+
+        return guarded
+
+
+class ProviderUnderEngine(ProviderProcess):
+    """A `ProviderProcess` started under an engine process of its own (:data:`ENGINE_SCRIPT`, named `pulumi` as
+    the CLI is), so that the engine can die while the provider lives on, as when the `pulumi` CLI is killed.
+
+    :meth:`kill` SIGKILLs the engine and never reaps it: it stays a zombie (a parent that never waits, like a CI
+    runner's supervisor), and the stand-in's RPCs end with it (a dead engine reads no answer). :meth:`stop` then
+    waits up to ``exit_timeout`` seconds for the provider to see that and exit on its own (``exited_alone``;
+    after that it is SIGKILLed), notes whether the engine was still a zombie then (``engine_state_at_exit``),
+    and only then reaps it. Without a kill, :meth:`stop` ends the engine, which ends the provider.
+    """
+
+    def __init__(self, *args: Any, exit_timeout: float = 60.0, **kwargs: Any):
+        self._engine_lock = threading.Lock()
+        self.engine_killed: float | None = None
+        """When (``time.time()``) the engine was killed, or None."""
+        self.exit_timeout = exit_timeout
+        self.exited_alone: bool | None = None
+        self.engine_state_at_exit: str | None = None
+        self._provider: tuple[int, int] | None = None  # (pid, start time)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def provider_pid(self) -> int | None:
+        return self._provider[0] if self._provider else None
+
+    @property
+    def engine_pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self) -> None:
+        self.args = [self.args[0], "-c", ENGINE_SCRIPT, *self.args]
+        super().start()
+        assert self.proc is not None and self.stub is not None
+        # The port line came from the provider, so it runs, as the engine's only child.
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                seen = proc_stat(int(entry.name))
+                if seen is not None and seen[1] == self.proc.pid:
+                    self._provider = (int(entry.name), seen[2])
+                    break
+        if self._provider is None:
+            super().stop()
+            raise EngineError(f"the provider under engine pid {self.proc.pid} could not be found")
+        self.stub = _EngineStub(self.stub, self)  # type: ignore[assignment]
+
+    @property
+    def alive(self) -> bool:
+        """Whether the engine runs (never polled once killed: polling would reap the zombie)."""
+        with self._engine_lock:
+            return self.engine_killed is None and super().alive
+
+    def provider_running(self) -> bool:
+        """Whether the provider process still runs (a zombie of it, not yet reaped by its new parent, does not)."""
+        if self._provider is None:
+            return False
+        seen = proc_stat(self._provider[0])
+        return seen is not None and seen[2] == self._provider[1] and seen[0] not in ("Z", "X", "x")
+
+    def kill(self) -> bool:
+        """SIGKILL the engine and leave it unreaped; whether it was killed (False: it had already ended)."""
+        with self._engine_lock:
+            if self.engine_killed is not None or self.proc is None or self.proc.poll() is not None:
+                return False
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.engine_killed = time.time()
+        if self.channel is not None:
+            self.channel.close()  # the calls in flight end: the engine that made them is gone
+        return True
+
+    def _kill_provider(self) -> None:
+        if self.provider_running():
+            assert self._provider is not None
+            os.kill(self._provider[0], signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while self.provider_running() and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        with self._engine_lock:
+            killed = self.engine_killed is not None
+        if not killed:
+            super().stop()
+            self._kill_provider()  # an engine that had to be SIGKILLed did not end it
+            return
+        deadline = time.monotonic() + self.exit_timeout
+        while self.provider_running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.exited_alone = not self.provider_running()
+        assert self.proc is not None
+        seen = proc_stat(self.proc.pid)
+        self.engine_state_at_exit = seen[0] if seen is not None else None
+        self._kill_provider()
+        self.proc.wait(timeout=10)  # reap the zombie: nothing is left behind
+        self.channel = None
+        for thread in self._threads:
+            thread.join(timeout=2)
 
 
 # ------------------------------------------------------------------------------------------------- the __provider blob
