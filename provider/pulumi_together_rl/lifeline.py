@@ -35,11 +35,23 @@ GONE_NOTE = "the engine (the pulumi CLI) was gone before it got the answer"
 _gone = threading.Event()
 _lock = threading.Lock()
 _watching: list[threading.Thread] = []
+_watched: list[tuple[journal.Process, Callable[[int], object]]] = []  # the engine watched, and how to exit
 
 
 def gone() -> bool:
-    """Whether the engine this process serves is gone (its answers reach nobody)."""
-    return _gone.is_set()
+    """Whether the engine this process serves is gone (its answers reach nobody): what the watch saw, or what a
+    look now sees. A create asks right before it marks its entry done: an engine that died since the watch's last
+    look (up to :data:`CHECK_EVERY` ago) must not get a create marked done whose answer nobody will read."""
+    if _gone.is_set():
+        return True
+    with _lock:
+        watched = _watched[0] if _watched else None
+    if watched is None or watched[0].running() is not False:
+        return False
+    engine, exit = watched
+    threading.Thread(target=_gone_now, args=(engine, exit), name="lifeline-now", daemon=True).start()
+    _gone.wait()  # set first thing by engine_gone, which then lets POSTs in flight answer and exits
+    return True
 
 
 def watch(
@@ -58,6 +70,7 @@ def watch(
             return True
         thread = threading.Thread(target=_watch, args=(engine, exit, every), name="lifeline", daemon=True)
         _watching.append(thread)
+        _watched.append((engine, exit))
     thread.start()
     return True
 
@@ -65,6 +78,10 @@ def watch(
 def _watch(engine: journal.Process, exit: Callable[[int], object], every: float) -> None:
     while engine.running() is not False:
         time.sleep(every)
+    _gone_now(engine, exit)
+
+
+def _gone_now(engine: journal.Process, exit: Callable[[int], object]) -> None:
     engine_gone(f"the engine this provider served (pulumi, {engine.describe()}) is gone", exit)
 
 
@@ -94,5 +111,8 @@ def _posting(entry: journal.Entry) -> bool:
 
 
 def reset() -> None:
-    """Forget that the engine was gone (tests)."""
+    """Forget that the engine was gone, and the watch (tests)."""
     _gone.clear()
+    with _lock:
+        _watching.clear()
+        _watched.clear()

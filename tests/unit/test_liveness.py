@@ -47,7 +47,6 @@ def test_the_lifeline_takes_a_zombie_engine_for_gone():
         engine.kill()
         engine.wait()
         lifeline.reset()
-        lifeline._watching.clear()
 
 
 def _kill_unreaped(child: subprocess.Popen) -> None:
@@ -57,3 +56,25 @@ def _kill_unreaped(child: subprocess.Popen) -> None:
     while _state(child.pid) != "Z":
         assert time.monotonic() < deadline, "the killed child never became a zombie"
         time.sleep(0.02)
+
+
+def test_a_create_asking_right_after_its_engine_died_hears_it_before_the_watch_looks():
+    """The watch looks every half second; a create that finishes in between asks before it marks its entry done,
+    and must hear that the engine is gone (else the answer nobody reads is marked done, and the next run makes
+    a second object)."""
+    engine = subprocess.Popen(["sleep", "300"])
+    exits: list[int] = []
+    try:
+        assert lifeline.watch(journal.Process.of(engine.pid), exit=exits.append, every=3600)
+        assert not lifeline.gone()
+        _kill_unreaped(engine)
+        assert lifeline.gone()  # at once, not at the watch's next look an hour later
+        deadline = time.monotonic() + 10
+        while not exits:
+            assert time.monotonic() < deadline, "the provider never went on to exit"
+            time.sleep(0.05)
+    finally:
+        engine.kill()
+        engine.wait()
+        lifeline.reset()
+
