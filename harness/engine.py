@@ -23,6 +23,15 @@ API (property values are plain JSON-like data; `UNKNOWN` marks an unknown, `secr
 Failures raise `CheckFailedError` (`.failures`), `ProviderRpcError` (`.rpc`, `.code`, `.details` = the
 server's traceback) or `EngineError`. Programs: see mocks.py (`EngineBackedMocks`, `run_program`).
 
+The plugin face: `PluginProcess` starts the provider plugin (`python -m pulumi_together_rl.plugin <engine>`) with
+the engine's `Log` service at that address (`process.log`); the same `StandInEngine` on it sends Configure only
+the plugin's own config namespace (`together-rl:apiKey` -> `apiKey`) and, as the plugin answers that it accepts
+secrets and supports previews, keeps secrets in every RPC and asks Create / Update for the preview's state.
+
+Interrupts: `ProviderProcess(..., under_engine=True)` runs the provider as the child of a process in the engine's
+place; `process.kill_engine(reap=False)` leaves that process a zombie, `process.signal(SIGINT)` signals the
+provider itself, `process.wait_exited()` waits for it to end. harness/stack.py builds stacks and interrupts on it.
+
 What is emulated (engine source: sdk/go/common/resource/plugin/provider_plugin.go, pkg/resource/deploy/
 step_generator.go, step.go, target.go, pkg/host/host.go):
 
@@ -49,9 +58,10 @@ step_generator.go, step.go, target.go, pkg/host/host.go):
 Not emulated: parallel step execution (registrations are processed as they arrive; concurrent ones may overlap
 but there is no step-level scheduler), ignoreChanges / replaceOnChanges / additionalSecretOutputs / aliases /
 protect / retainOnDelete, customTimeouts (the dynamic server ignores them anyway), partial-failure
-(`initErrors`) handling, plans, import, providers other than the default `pulumi-python` one, and a fresh plugin
-process per command: one `ProviderProcess` may serve several `up`s, so `configure()` reaches only providers
-(blobs) the process has not already unpickled (the SDK caches them per process).
+(`initErrors`) handling, plans, import, explicit provider resources (only each package's default provider), and
+a fresh plugin process per command (harness/stack.py starts one per command): one `ProviderProcess` may serve
+several `up`s, so `configure()` reaches only providers (blobs) the process has not already unpickled (the SDK
+caches them per process).
 """
 
 from __future__ import annotations
