@@ -14,7 +14,8 @@ engine sees it fail, and the call returns once the provider process has ended.
 
     stack = Stack(emulator, DYNAMIC, sweep_program(DYNAMIC), project="together-rl-sweep", config={...})
     left = stack.interrupted_up(INTERRUPTS["sigkill"], when=lambda: emulator.control.state()["model_resources"])
-    stack.up(); stack.preview(); stack.destroy()
+    stack.up(); stack.preview(); stack.destroy()       # a command each, or several on one provider process:
+    with stack.command() as engine: stack.up(engine); stack.preview(engine); stack.destroy(engine)
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ class Stack:
         self._pending_deletes: list[Any] = []
         self.outputs: list[str] = []
         """Every command's provider output (stdout, stderr, the plugin's engine log), in order."""
+        self._live: StandInEngine | None = None
 
     @contextlib.contextmanager
     def command(self, *, under_engine: bool = False) -> Iterator[StandInEngine]:
@@ -179,26 +181,37 @@ class Stack:
         engine.state = copy.deepcopy(self.state)
         engine._meta = copy.deepcopy(self._meta)
         engine._pending_deletes = copy.deepcopy(self._pending_deletes)
+        self._live = engine
         try:
             yield engine
         finally:
+            self._live = None
             self.state, self._meta = engine.state, engine._meta
             self._pending_deletes = engine._pending_deletes
             process.stop()
             self.outputs.append(process.output())
 
-    def up(self, *, preview: bool = False) -> list[tuple[str, str]]:
-        """`pulumi up` (`preview=True`: `pulumi preview`); the steps."""
-        with self.command() as engine:
-            return self.program(engine, self.config, preview)
+    @contextlib.contextmanager
+    def _on(self, engine: StandInEngine | None) -> Iterator[StandInEngine]:
+        if engine is not None:
+            yield engine
+        else:
+            with self.command() as fresh:
+                yield fresh
 
-    def preview(self) -> list[tuple[str, str]]:
-        return self.up(preview=True)
+    def up(self, engine: StandInEngine | None = None, *, preview: bool = False) -> list[tuple[str, str]]:
+        """`pulumi up` (`preview=True`: `pulumi preview`) as a command of its own, or on ``engine`` (a command
+        already open, for several operations on one provider process); the steps."""
+        with self._on(engine) as on:
+            return self.program(on, self.config, preview)
 
-    def destroy(self) -> list[tuple[str, str]]:
-        with self.command() as engine:
-            engine.configure(self.config, [key for key in self.config if key.endswith(":apiKey")])
-            return engine.destroy().steps
+    def preview(self, engine: StandInEngine | None = None) -> list[tuple[str, str]]:
+        return self.up(engine, preview=True)
+
+    def destroy(self, engine: StandInEngine | None = None) -> list[tuple[str, str]]:
+        with self._on(engine) as on:
+            on.configure(self.config, [key for key in self.config if key.endswith(":apiKey")])
+            return on.destroy().steps
 
     def interrupted_up(
         self, interrupt: Interrupt, *, when: Callable[[], Any], settle: float = 0.3, timeout: float = 60.0
@@ -236,8 +249,9 @@ class Stack:
         return Interrupted(error=error, output=self.outputs[-1], engine_was_zombie=zombie)
 
     def ids(self) -> dict[str, str]:
-        """The state's ids by resource name."""
-        return {urn.rsplit("::", 1)[-1]: entry["id"] for urn, entry in self.state.items()}
+        """The state's ids by resource name (during a command, that command's engine's state)."""
+        state = self._live.state if self._live is not None else self.state
+        return {urn.rsplit("::", 1)[-1]: entry["id"] for urn, entry in state.items()}
 
 
 __all__ = [
