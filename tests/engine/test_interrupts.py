@@ -12,9 +12,9 @@ starts one, and the provider's create journal is this test's own. Afterwards:
   made, and the state holds the emulator's objects;
 * a preview shows no changes, and a destroy leaves nothing active.
 
-The dynamic face runs the whole matrix; the plugin runs the interrupts it answers with its own code (its SIGINT
-and SIGTERM handler, its lifeline), since a SIGKILL and a zombie's state are the kernel's and the journal's, the
-same on both faces. What only the CLI shows (Ctrl-C to a process group, a killed CLI and what its engine leaves)
+The dynamic face runs the whole matrix; the plugin the interrupts that reach its own code (its SIGINT and SIGTERM
+handler, its lifeline) and a SIGKILL, during the resource's create: a zombie is the journal's to tell apart and a
+session's create the core's, the same code on both faces (the CLI's zombie test runs on the plugin face). What only the CLI shows (Ctrl-C to a process group, a killed CLI and what its engine leaves)
 is in ``tests/e2e/test_cli_interrupts.py`` and ``tests/e2e/test_cli_ownership.py``.
 """
 
@@ -37,7 +37,7 @@ PHASES = {
 GONE = {"RESOURCE": ("STOPPING", "STOPPED", "ERROR"), "SESSION": ("STOPPED", "EXPIRED", "ERROR")}
 
 CASES = [(DYNAMIC, during, how) for during in PHASES for how in INTERRUPTS] + [
-    (PLUGIN, "resource", how) for how in ("sigint", "sigterm", "engine-killed")
+    (PLUGIN, "resource", how) for how in ("sigint", "sigterm", "sigkill", "engine-killed")
 ]
 
 
