@@ -227,6 +227,8 @@ class Stack:
                 while not when():
                     if time.monotonic() > deadline or not process.alive:
                         failure.append(AssertionError(f"the moment to interrupt never came ({interrupt})"))
+                        if process.alive:
+                            process.signal(signal.SIGKILL)  # end the up, which may be waiting for a long time
                         return
                     time.sleep(0.02)
                 time.sleep(settle)
