@@ -23,10 +23,17 @@ API (property values are plain JSON-like data; `UNKNOWN` marks an unknown, `secr
 Failures raise `CheckFailedError` (`.failures`), `ProviderRpcError` (`.rpc`, `.code`, `.details` = the
 server's traceback) or `EngineError`. Programs: see mocks.py (`EngineBackedMocks`, `run_program`).
 
-`ProviderUnderEngine` (same arguments) starts the server under an engine process of its own, named `pulumi` as the
-CLI is: `.kill()` SIGKILLs that engine and leaves it unreaped (a zombie, as the `pulumi` CLI killed under a parent
-that never waits), and the stand-in's RPCs end with it; `.stop()` waits for the provider to exit on its own
-(`.exited_alone`, `.engine_state_at_exit`), then reaps the engine.
+The plugin face: `PluginProcess` starts the provider plugin (`python -m pulumi_together_rl.plugin <engine>`) with
+the engine's `Log` service at that address (`process.log`); the same `StandInEngine` on it sends Configure only
+the plugin's own config namespace (`together-rl:apiKey` -> `apiKey`) and, as the plugin answers that it accepts
+secrets and supports previews, keeps secrets in every RPC and asks Create / Update for the preview's state.
+
+Interrupts: `ProviderProcess(..., under_engine=True)` runs the provider as the child of a process in the engine's
+place; `process.kill_engine(reap=False)` leaves that process a zombie, `process.signal(SIGINT)` signals the
+provider itself, `process.wait_exited()` waits for it to end. harness/stack.py builds stacks and interrupts on it.
+`ProviderUnderEngine` (the fault campaign's) is that, with the stand-in's RPCs ending when the engine is killed
+(a dead engine reads no answer) and a `stop()` that waits for the provider to see it and exit on its own
+(`.exited_alone`, `.engine_state_at_exit`) before it reaps the engine.
 
 What is emulated (engine source: sdk/go/common/resource/plugin/provider_plugin.go, pkg/resource/deploy/
 step_generator.go, step.go, target.go, pkg/host/host.go):
@@ -54,9 +61,10 @@ step_generator.go, step.go, target.go, pkg/host/host.go):
 Not emulated: parallel step execution (registrations are processed as they arrive; concurrent ones may overlap
 but there is no step-level scheduler), ignoreChanges / replaceOnChanges / additionalSecretOutputs / aliases /
 protect / retainOnDelete, customTimeouts (the dynamic server ignores them anyway), partial-failure
-(`initErrors`) handling, plans, import, providers other than the default `pulumi-python` one, and a fresh plugin
-process per command: one `ProviderProcess` may serve several `up`s, so `configure()` reaches only providers
-(blobs) the process has not already unpickled (the SDK caches them per process).
+(`initErrors`) handling, plans, import, explicit provider resources (only each package's default provider), and
+a fresh plugin process per command (harness/stack.py starts one per command): one `ProviderProcess` may serve
+several `up`s, so `configure()` reaches only providers (blobs) the process has not already unpickled (the SDK
+caches them per process).
 """
 
 from __future__ import annotations
@@ -76,6 +84,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +93,7 @@ from google.protobuf import struct_pb2
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
-from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +148,20 @@ class ProviderProcess:
     of None removes the variable (e.g. `{"TOGETHER_API_KEY": None}`). `runtime_options` become
     `PULUMI_RUNTIME_<OPTION>` like Pulumi.yaml's `runtime.options`. PYTHONPATH gets `provider/` and the repository
     root prepended so the package and `harness.*` modules unpickle by reference.
+
+    `under_engine=True` puts a process in the engine's place in the process tree: the provider is the child of a
+    small `python` process (:data:`ENGINE_PARENT`) instead of this one, so that a test can kill its engine
+    (:meth:`kill_engine`, reaped or left a zombie) while it goes on talking to the provider. `pid` is the
+    provider's own pid either way, `signal()` sends it a signal, `wait_exited()` waits for it to end.
     """
+
+    package: str | None = None
+    """The package whose config the engine sends in Configure: None for the dynamic-provider server (it gets the
+    whole stack config), a package name for a provider plugin (its own namespace only)."""
+
+    def command(self, python: str) -> list[str]:
+        """How the engine starts this provider: `pulumi-resource-pulumi-python` runs the SDK's server."""
+        return [python, "-u", "-m", "pulumi.dynamic", "127.0.0.1:0"]
 
     def __init__(
         self,
@@ -150,13 +172,18 @@ class ProviderProcess:
         runtime_options: Mapping[str, Any] | None = None,
         python: str = sys.executable,
         start_timeout: float = 60.0,
+        under_engine: bool = False,
     ):
         self.cwd = Path(cwd)
         self.project = project
         self.env = self._build_env(env, runtime_options)
-        self.args = [python, "-u", "-m", "pulumi.dynamic", "127.0.0.1:0"]
+        self.under_engine = under_engine
+        self.args = self.command(python)
+        if under_engine:
+            self.args = [python, "-c", ENGINE_PARENT, *self.args]
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
         self.port: int | None = None
         self.channel: grpc.Channel | None = None
         self.stub: provider_pb2_grpc.ResourceProviderStub | None = None
@@ -209,6 +236,7 @@ class ProviderProcess:
                 f"provider did not announce a port (first line {line!r}):\n{self.stderr_text()}"
             )
         self.port = int(line)
+        self._pid = self.proc.pid if not self.under_engine else _only_child(self.proc.pid)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}", options=_GRPC_CHANNEL_OPTIONS)
         grpc.channel_ready_future(self.channel).result(timeout=self.start_timeout)
         self.stub = provider_pb2_grpc.ResourceProviderStub(self.channel)
@@ -243,18 +271,68 @@ class ProviderProcess:
         return self.stdout_text() + self.stderr_text()
 
     @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def pid(self) -> int:
+        """The provider's own process (under an engine process, that process's child)."""
+        if self._pid is None:
+            raise EngineError("the provider process has not started")
+        return self._pid
 
     @property
     def provider_pid(self) -> int | None:
-        """The pid of the provider server (what its create journal entries record)."""
-        return self.proc.pid if self.proc is not None else None
+        """The provider's pid, None before it started (what its create journal entries record)."""
+        return self._pid
+
+    @property
+    def engine_pid(self) -> int | None:
+        """The process in the engine's place (`under_engine`), else None (this process is its engine)."""
+        return self.proc.pid if self.under_engine and self.proc is not None else None
+
+    @property
+    def alive(self) -> bool:
+        if self.proc is None:
+            return False
+        if not self.under_engine:
+            return self.proc.poll() is None
+        # Never poll the engine process here: a test may be keeping it an unreaped zombie on purpose.
+        return self._pid is not None and _running(self._pid)
+
+    def signal(self, number: int) -> None:
+        """Send the provider process (never its engine) the signal ``number``."""
+        os.kill(self.pid, number)
+
+    def kill_engine(self, *, reap: bool = True) -> None:
+        """SIGKILL the process in the engine's place; ``reap=False`` leaves it a zombie (a parent that never
+        waits for its children, as some CI supervisors), until :meth:`stop`."""
+        if not self.under_engine or self.proc is None:
+            raise EngineError("kill_engine needs a provider started with under_engine=True")
+        self.proc.kill()
+        if reap:
+            self.proc.wait(timeout=10)
+
+    def engine_is_zombie(self) -> bool:
+        """Whether the engine process has ended and nobody has reaped it yet."""
+        return self.engine_pid is not None and _state_of(self.engine_pid) == "Z"
+
+    def wait_exited(self, timeout: float = 30.0) -> None:
+        """Wait for the provider process to end (however it was ended); EngineError after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while self.alive:
+            if time.monotonic() > deadline:
+                raise EngineError(f"the provider process (pid {self._pid}) still runs after {timeout} s")
+            time.sleep(0.02)
 
     def stop(self) -> None:
         if self.channel is not None:
             self.channel.close()
             self.channel = None
+        if self.under_engine and self.alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.wait_exited(timeout=5)
+            except EngineError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -272,28 +350,82 @@ class ProviderProcess:
         self.stop()
 
 
-# The engine a `ProviderUnderEngine` runs under: it names itself `pulumi` (the name the provider's lifeline looks
-# for among its ancestors), starts the provider server as its child (stdout and stderr passed through: the port
-# line is the provider's), ends it on SIGTERM as the CLI ends its plugins, and exits with it.
-ENGINE_SCRIPT = """\
-import signal, subprocess, sys
-with open("/proc/self/comm", "w") as comm:
-    comm.write("pulumi")
-plugin = subprocess.Popen(sys.argv[1:])
-signal.signal(signal.SIGTERM, lambda *_: plugin.terminate())
-sys.exit(plugin.wait())
-"""
+ENGINE_PARENT = (
+    "import subprocess, sys\n"
+    "sys.exit(subprocess.call(sys.argv[1:]))  # the engine's place: the provider's parent, and nothing else\n"
+)
+"""The process a provider started `under_engine` runs under: it starts the provider (which writes to this
+process's pipes directly) and waits for it, as the CLI does."""
 
 
-def proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state letter, parent pid, start time in clock ticks) of ``pid`` from /proc, zombies included; None when
-    there is no such process (reaped)."""
+def _state_of(pid: int) -> str | None:
+    """The state letter of ``pid`` in /proc (``R``, ``S``, ``Z`` ...), None when there is no such process."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    rest = raw[raw.rindex(")") + 2 :].split()
-    return rest[0], int(rest[1]), int(rest[19])
+    return stat[stat.rindex(")") + 2 :].split()[0]
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and has not ended (a zombie, whoever its parent is now, has)."""
+    return _state_of(pid) not in (None, "Z", "X", "x")
+
+
+def _only_child(pid: int) -> int:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    if len(children) != 1:
+        raise EngineError(f"the engine process {pid} should have one child, the provider: {children}")
+    return int(children[0])
+
+
+class EngineLog(engine_pb2_grpc.EngineServicer):
+    """The engine's `Log` service, which a provider plugin writes its lines to: kept as (severity, urn, message,
+    ephemeral), severity as the engine names it (`info`, `warning`, ...)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, str, bool]] = []
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_GRPC_CHANNEL_OPTIONS)
+        engine_pb2_grpc.add_EngineServicer_to_server(self, self._server)
+        self.address = f"127.0.0.1:{self._server.add_insecure_port('127.0.0.1:0')}"
+        self._server.start()
+
+    def Log(self, request, context):
+        from google.protobuf import empty_pb2
+        from pulumi.runtime.proto import engine_pb2
+
+        severity = engine_pb2.LogSeverity.Name(request.severity).lower()
+        self.lines.append((severity, request.urn, request.message, request.ephemeral))
+        return empty_pb2.Empty()
+
+    def text(self) -> str:
+        return "".join(f"{message}\n" for _severity, _urn, message, _ephemeral in self.lines)
+
+    def stop(self) -> None:
+        self._server.stop(0)
+
+
+class PluginProcess(ProviderProcess):
+    """The provider plugin (`python -m pulumi_together_rl.plugin <engine address>`), started as the engine starts
+    a plugin, with the engine's `Log` service (:class:`EngineLog`, `.log`) at that address. The same API as
+    :class:`ProviderProcess`; a :class:`StandInEngine` on it speaks the plugin protocol (its own config
+    namespace, secrets and previews passed through, as the provider answers in Configure)."""
+
+    package = "together-rl"
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.log = EngineLog()
+        super().__init__(*args, **kwargs)
+
+    def command(self, python: str) -> list[str]:
+        return [python, "-u", "-m", "pulumi_together_rl.plugin", self.log.address]
+
+    def output(self) -> str:
+        return super().output() + self.log.text()
+
+    def stop(self) -> None:
+        super().stop()
+        self.log.stop()
 
 
 class EngineKilled(grpc.RpcError):
@@ -334,97 +466,60 @@ class _EngineStub:
 
 
 class ProviderUnderEngine(ProviderProcess):
-    """A `ProviderProcess` started under an engine process of its own (:data:`ENGINE_SCRIPT`, named `pulumi` as
-    the CLI is), so that the engine can die while the provider lives on, as when the `pulumi` CLI is killed.
+    """A `ProviderProcess` under an engine process of its own (`under_engine`), for the fault campaign: the
+    engine can die while the provider lives on, as when the `pulumi` CLI is killed.
 
-    :meth:`kill` SIGKILLs the engine and never reaps it: it stays a zombie (a parent that never waits, like a CI
-    runner's supervisor), and the stand-in's RPCs end with it (a dead engine reads no answer). :meth:`stop` then
-    waits up to ``exit_timeout`` seconds for the provider to see that and exit on its own (``exited_alone``;
-    after that it is SIGKILLed), notes whether the engine was still a zombie then (``engine_state_at_exit``),
-    and only then reaps it. Without a kill, :meth:`stop` ends the engine, which ends the provider.
+    :meth:`kill` SIGKILLs the engine and never reaps it (a zombie, as a CI runner's supervisor that never waits
+    leaves it), and the stand-in's RPCs end with it. :meth:`stop` then waits up to ``exit_timeout`` seconds for
+    the provider to see that and exit on its own (``exited_alone``; after that it is SIGKILLed), notes whether
+    the engine was still a zombie then (``engine_state_at_exit``), and only then reaps it. Without a kill,
+    :meth:`stop` ends the provider and its engine as `ProviderProcess` does.
     """
 
     def __init__(self, *args: Any, exit_timeout: float = 60.0, **kwargs: Any):
-        self._engine_lock = threading.Lock()
         self.engine_killed: float | None = None
         """When (``time.time()``) the engine was killed, or None."""
         self.exit_timeout = exit_timeout
         self.exited_alone: bool | None = None
         self.engine_state_at_exit: str | None = None
-        self._provider: tuple[int, int] | None = None  # (pid, start time)
-        super().__init__(*args, **kwargs)
-
-    @property
-    def provider_pid(self) -> int | None:
-        return self._provider[0] if self._provider else None
-
-    @property
-    def engine_pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
+        super().__init__(*args, under_engine=True, **kwargs)
 
     def start(self) -> None:
-        self.args = [self.args[0], "-c", ENGINE_SCRIPT, *self.args]
         super().start()
-        assert self.proc is not None and self.stub is not None
-        # The port line came from the provider, so it runs, as the engine's only child.
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                seen = proc_stat(int(entry.name))
-                if seen is not None and seen[1] == self.proc.pid:
-                    self._provider = (int(entry.name), seen[2])
-                    break
-        if self._provider is None:
-            super().stop()
-            raise EngineError(f"the provider under engine pid {self.proc.pid} could not be found")
-        self.stub = _EngineStub(self.stub, self)  # type: ignore[assignment]
+        self.stub = _EngineStub(self.stub, self)  # type: ignore[arg-type,assignment]
 
     @property
     def alive(self) -> bool:
         """Whether the engine runs (never polled once killed: polling would reap the zombie)."""
-        with self._engine_lock:
-            return self.engine_killed is None and super().alive
+        return self.engine_killed is None and self.proc is not None and _running(self.proc.pid)
 
     def provider_running(self) -> bool:
         """Whether the provider process still runs (a zombie of it, not yet reaped by its new parent, does not)."""
-        if self._provider is None:
-            return False
-        seen = proc_stat(self._provider[0])
-        return seen is not None and seen[2] == self._provider[1] and seen[0] not in ("Z", "X", "x")
+        return self._pid is not None and _running(self._pid)
 
     def kill(self) -> bool:
         """SIGKILL the engine and leave it unreaped; whether it was killed (False: it had already ended)."""
-        with self._engine_lock:
-            if self.engine_killed is not None or self.proc is None or self.proc.poll() is not None:
-                return False
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.engine_killed = time.time()
+        if self.engine_killed is not None or self.proc is None or _state_of(self.proc.pid) in (None, "Z"):
+            return False
+        self.engine_killed = time.time()
+        self.kill_engine(reap=False)
         if self.channel is not None:
             self.channel.close()  # the calls in flight end: the engine that made them is gone
         return True
 
-    def _kill_provider(self) -> None:
-        if self.provider_running():
-            assert self._provider is not None
-            os.kill(self._provider[0], signal.SIGKILL)
-            deadline = time.monotonic() + 5
-            while self.provider_running() and time.monotonic() < deadline:
-                time.sleep(0.02)
-
     def stop(self) -> None:
-        with self._engine_lock:
-            killed = self.engine_killed is not None
-        if not killed:
+        if self.engine_killed is None:
             super().stop()
-            self._kill_provider()  # an engine that had to be SIGKILLed did not end it
             return
         deadline = time.monotonic() + self.exit_timeout
         while self.provider_running() and time.monotonic() < deadline:
             time.sleep(0.05)
         self.exited_alone = not self.provider_running()
         assert self.proc is not None
-        seen = proc_stat(self.proc.pid)
-        self.engine_state_at_exit = seen[0] if seen is not None else None
-        self._kill_provider()
+        self.engine_state_at_exit = _state_of(self.proc.pid)
+        if self.provider_running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)  # reap the zombie: nothing is left behind
         self.channel = None
         for thread in self._threads:
@@ -662,7 +757,11 @@ class StandInEngine:
         self.calls: list[tuple[str, str]] = []
         self.config: dict[str, str] = {}
         self.secret_keys: set[str] = set()
-        self.provider_urn = self.urn(DEFAULT_PROVIDER_TYPE, "default")
+        package = process.package if process is not None else None  # a process set later (the campaign)
+        self.provider_type = f"pulumi:providers:{package}" if package else DEFAULT_PROVIDER_TYPE
+        self.provider_urn = self.urn(self.provider_type, "default")
+        self.accepts_secrets = False  # what the provider answers in Configure
+        self.supports_preview = False
         self.provider_id = str(uuid.uuid4())
         self._meta: dict[
             str, dict[str, Any]
@@ -731,12 +830,14 @@ class StandInEngine:
     # ---------------------------------------------------------------------------------------- Configure
 
     def configure(self, config: Mapping[str, Any] | None = None, secret_keys: Iterable[str] = ()) -> Any:
-        """Send the whole stack config as the engine does for dynamic providers (target.go GetPackageConfig).
+        """Send the stack config as the engine does (target.go GetPackageConfig): the whole of it to the dynamic
+        provider, only the keys of its own namespace (without it) to a provider plugin.
 
         Keys without a namespace belong to the project (`gpus` -> `<project>:gpus`); values are strings (others are
         JSON-encoded, like structured config); `secret_keys` are sent wrapped as secrets.
         """
         self._start()
+        package = self.process.package
 
         def full_key(key: str) -> str:
             return key if ":" in key else f"{self.project}:{key}"
@@ -749,21 +850,31 @@ class StandInEngine:
             key = full_key(key)
             text = value if isinstance(value, str) else json.dumps(value)
             plain[key] = text
-            args[key] = secret(text) if key in secrets else text
-            variables[f"pulumi-python:config:{key}"] = text
-        # The default provider's config first goes through CheckConfig (UNIMPLEMENTED: passed through unchanged).
-        self._call(
+            namespace, _, name = key.partition(":")
+            if package is None:
+                args[key] = secret(text) if key in secrets else text
+                variables[f"pulumi-python:config:{key}"] = text
+            elif namespace == package:
+                args[name] = secret(text) if key in secrets else text
+                variables[f"{package}:config:{name}"] = text
+        # The default provider's config first goes through CheckConfig (the dynamic server: UNIMPLEMENTED, passed
+        # through unchanged); what it answers is what Configure gets.
+        checked = self._call(
             "CheckConfig",
             "default",
             provider_pb2.CheckRequest(
                 urn=self.provider_urn,
                 name="default",
-                type=DEFAULT_PROVIDER_TYPE,
+                type=self.provider_type,
                 olds=struct_pb2.Struct(),
                 news=to_struct(args, keep_unknowns=True, keep_secrets=True),
             ),
             tolerate_unimplemented=True,
         )
+        if checked is not None and checked.failures:
+            raise CheckFailedError(self.provider_urn, [(f.property, f.reason) for f in checked.failures])
+        if checked is not None and checked.HasField("inputs"):
+            args = from_struct(checked.inputs)
         response = self._call(
             "Configure",
             "default",
@@ -776,20 +887,30 @@ class StandInEngine:
                 sends_old_inputs_to_delete=True,
                 urn=self.provider_urn,
                 name="default",
-                type=DEFAULT_PROVIDER_TYPE,
+                type=self.provider_type,
                 id=self.provider_id,
             ),
         )
-        if response.acceptSecrets or response.supportsPreview:
+        if package is None and (response.acceptSecrets or response.supportsPreview):
             raise EngineError(
                 "the dynamic provider changed its protocol (acceptSecrets/supportsPreview): update the stand-in"
             )
+        self.accepts_secrets = response.acceptSecrets
+        self.supports_preview = response.supportsPreview
         self.config = plain
         self.secret_keys = secrets
         self._configured = True
         return response
 
     # ---------------------------------------------------------------------------------------- raw RPCs
+
+    def _marshal(self, props: Mapping[str, Any], *, keep_unknowns: bool, label: str = "") -> Any:
+        """A property map as the engine sends it to this provider: secrets only where it accepts them."""
+        return to_struct(props, keep_unknowns=keep_unknowns, keep_secrets=self.accepts_secrets, label=label)
+
+    def _annotate(self, outs: dict[str, Any], ins: Mapping[str, Any]) -> dict[str, Any]:
+        """provider_plugin.go: only for a provider that does not accept secrets, the engine re-marks them."""
+        return outs if self.accepts_secrets else annotate_secrets(outs, ins)
 
     def check(
         self,
@@ -810,12 +931,12 @@ class StandInEngine:
                 urn=urn,
                 name=name,
                 type=type_,
-                olds=to_struct(olds, keep_unknowns=allow_unknowns, label=f"Check({name}).olds"),
-                news=to_struct(news, keep_unknowns=allow_unknowns, label=f"Check({name}).news"),
+                olds=self._marshal(olds, keep_unknowns=allow_unknowns, label=f"Check({name}).olds"),
+                news=self._marshal(news, keep_unknowns=allow_unknowns, label=f"Check({name}).news"),
                 randomSeed=hashlib.sha256(urn.encode()).digest(),
             ),
         )
-        inputs = annotate_secrets(from_struct(response.inputs), normalize(news))
+        inputs = self._annotate(from_struct(response.inputs), normalize(news))
         failures = [(f.property, f.reason) for f in response.failures]
         if not allow_unknowns and contains_unknowns(inputs):
             raise EngineError(f"Check({name}) returned unknown values outside a preview")
@@ -842,9 +963,9 @@ class StandInEngine:
                 urn=urn or self.urn(type_, name),
                 name=name,
                 type=type_,
-                olds=to_struct(olds, keep_unknowns=allow_unknowns, label=f"Diff({name}).olds"),
-                news=to_struct(news, keep_unknowns=allow_unknowns, label=f"Diff({name}).news"),
-                old_inputs=to_struct(
+                olds=self._marshal(olds, keep_unknowns=allow_unknowns, label=f"Diff({name}).olds"),
+                news=self._marshal(news, keep_unknowns=allow_unknowns, label=f"Diff({name}).news"),
+                old_inputs=self._marshal(
                     old_inputs or {}, keep_unknowns=allow_unknowns, label=f"Diff({name}).old_inputs"
                 ),
                 ignoreChanges=[],
@@ -865,7 +986,10 @@ class StandInEngine:
         *,
         timeout: float = 0.0,
         urn: str | None = None,
+        preview: bool = False,
     ) -> tuple[str, dict[str, Any]]:
+        """Create; ``preview=True`` (only for a provider that supports previews) asks for the predicted state,
+        whose id is empty."""
         self._ensure_configured()
         urn = urn or self.urn(type_, name)
         response = self._call(
@@ -875,16 +999,18 @@ class StandInEngine:
                 urn=urn,
                 name=name,
                 type=type_,
-                properties=to_struct(properties, keep_unknowns=False, label=f"Create({name})"),
+                properties=self._marshal(properties, keep_unknowns=preview, label=f"Create({name})"),
                 timeout=timeout,
-                preview=False,
+                preview=preview,
             ),
         )
+        if preview:
+            return "", self._annotate(from_struct(response.properties), normalize(properties))
         if not response.id:
             raise EngineError(
-                f"plugin for package 'pulumi-python' returned empty resource.ID from create '{urn}'"
+                f"plugin for package '{self.process.package or 'pulumi-python'}' returned empty resource.ID from create '{urn}'"
             )
-        outputs = annotate_secrets(from_struct(response.properties), normalize(properties))
+        outputs = self._annotate(from_struct(response.properties), normalize(properties))
         return response.id, outputs
 
     def read(
@@ -906,16 +1032,16 @@ class StandInEngine:
                 urn=urn or self.urn(type_, name),
                 name=name,
                 type=type_,
-                properties=to_struct(properties, keep_unknowns=False, label=f"Read({name}).properties"),
+                properties=self._marshal(properties, keep_unknowns=False, label=f"Read({name}).properties"),
                 inputs=None
                 if inputs is None
-                else to_struct(inputs, keep_unknowns=False, label=f"Read({name})"),
+                else self._marshal(inputs, keep_unknowns=False, label=f"Read({name})"),
             ),
         )
         new_inputs = None
         if response.HasField("inputs"):
-            new_inputs = annotate_secrets(from_struct(response.inputs), normalize(inputs or {}))
-        outputs = annotate_secrets(from_struct(response.properties), normalize(properties))
+            new_inputs = self._annotate(from_struct(response.inputs), normalize(inputs or {}))
+        outputs = self._annotate(from_struct(response.properties), normalize(properties))
         return ReadResult(id=response.id, outputs=outputs, inputs=new_inputs)
 
     def update(
@@ -929,6 +1055,7 @@ class StandInEngine:
         *,
         timeout: float = 0.0,
         urn: str | None = None,
+        preview: bool = False,
     ) -> dict[str, Any]:
         self._ensure_configured()
         response = self._call(
@@ -939,17 +1066,17 @@ class StandInEngine:
                 urn=urn or self.urn(type_, name),
                 name=name,
                 type=type_,
-                olds=to_struct(olds, keep_unknowns=False, label=f"Update({name}).olds"),
-                news=to_struct(news, keep_unknowns=False, label=f"Update({name}).news"),
-                old_inputs=to_struct(
-                    old_inputs or {}, keep_unknowns=False, label=f"Update({name}).old_inputs"
+                olds=self._marshal(olds, keep_unknowns=preview, label=f"Update({name}).olds"),
+                news=self._marshal(news, keep_unknowns=preview, label=f"Update({name}).news"),
+                old_inputs=self._marshal(
+                    old_inputs or {}, keep_unknowns=preview, label=f"Update({name}).old_inputs"
                 ),
                 timeout=timeout,
                 ignoreChanges=[],
-                preview=False,
+                preview=preview,
             ),
         )
-        return annotate_secrets(from_struct(response.properties), normalize(news))
+        return self._annotate(from_struct(response.properties), normalize(news))
 
     def delete(
         self,
@@ -971,8 +1098,8 @@ class StandInEngine:
                 urn=urn or self.urn(type_, name),
                 name=name,
                 type=type_,
-                properties=to_struct(properties, keep_unknowns=False, label=f"Delete({name}).properties"),
-                old_inputs=to_struct(
+                properties=self._marshal(properties, keep_unknowns=False, label=f"Delete({name}).properties"),
+                old_inputs=self._marshal(
                     old_inputs or {}, keep_unknowns=False, label=f"Delete({name}).old_inputs"
                 ),
                 timeout=timeout,
@@ -1228,6 +1355,11 @@ class Deployment:
             return registered
         if self.preview:
             self._step("update", urn)
+            if self.engine.supports_preview:
+                predicted = self.engine.update(
+                    type_, name, old["id"], old["outputs"], inputs_, old["inputs"], urn=urn, preview=True
+                )
+                return Registered(urn, "update", old["id"], predicted)
             return Registered(urn, "update", old["id"], copy.deepcopy(inputs_))
         outputs = engine.update(type_, name, old["id"], old["outputs"], inputs_, old["inputs"], urn=urn)
         engine._commit(urn, {"type": type_, "id": old["id"], "inputs": inputs_, "outputs": outputs}, meta)
@@ -1236,8 +1368,11 @@ class Deployment:
 
     def _create(self, urn, type_, name, inputs_, meta, op) -> Registered:
         if self.preview:
-            # supportsPreview is false: the engine hands the checked inputs back as the predicted outputs.
             self._step(op, urn)
+            if self.engine.supports_preview:
+                _id, predicted = self.engine.create(type_, name, inputs_, urn=urn, preview=True)
+                return Registered(urn, op, "", predicted)
+            # supportsPreview is false: the engine hands the checked inputs back as the predicted outputs.
             return Registered(urn, op, "", copy.deepcopy(inputs_))
         id_, outputs = self.engine.create(type_, name, inputs_, urn=urn)
         self.engine._commit(urn, {"type": type_, "id": id_, "inputs": inputs_, "outputs": outputs}, meta)

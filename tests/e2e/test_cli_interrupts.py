@@ -1,11 +1,16 @@
-"""Interrupted creates through the real CLI, with real signals to real processes.
+"""Interrupted creates through the real CLI: what only the CLI shows, with real signals to real processes.
 
-Each test starts `pulumi up` of the sweep example (one LoRA resource, one session), on each face (the dynamic
-resources, and the plugin through a Pulumi YAML program of the same resources), against an emulator whose
-model resource waits in PENDING (or whose session waits in CREATING), sends the signal while the provider waits,
-lets the processes end, then runs `pulumi up` again. Afterwards exactly the declared objects are active, no
-second allocation was made, and the state matches the emulator: the create journal took the interrupted
-object over.
+A terminal's Ctrl-C goes to the CLI's whole process group, once (the engine cancels: the create already started
+finishes and is recorded) or twice (the engine ends before the answer and ends its plugins); a CI job's cancel is
+SIGTERM to the CLI alone. Each test starts `pulumi up` of the sweep example (one LoRA resource, one session)
+against an emulator whose model resource waits in PENDING (or whose session waits in CREATING), sends the signal
+while the provider waits, lets the processes end, then runs `pulumi up` again: afterwards exactly the declared
+objects are active, no second allocation was made, the state matches the emulator, a preview shows no changes
+and a destroy leaves nothing. Each interrupt runs on one face, both faces covered between them.
+
+The matrix of every interrupt of the provider (SIGINT, SIGTERM, SIGKILL, its engine killed or a zombie) during
+each create is the stand-in engine's, with real provider processes and real signals
+(``tests/engine/test_interrupts.py``); a killed CLI and what its engine leaves are in ``test_cli_ownership.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import pytest
 from harness.cli import active
 from harness.cli import provider_pids as _provider_pids
 from harness.cli import wait_until as _wait_until
+from harness.faces import DYNAMIC, PLUGIN
 
 
 def _interrupt(stack, emulator, *, during: str, how: str) -> str:
@@ -35,13 +41,7 @@ def _interrupt(stack, emulator, *, during: str, how: str) -> str:
             time.sleep(0.5)
             os.killpg(process.pid, signal.SIGINT)
         elif how == "sigterm-cli":
-            os.kill(process.pid, signal.SIGTERM)
-        elif how == "sigkill-provider":
-            pids = _wait_until(
-                lambda: _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"], stack.face), 30, "the provider"
-            )
-            for pid in pids:
-                os.kill(pid, signal.SIGKILL)
+            os.kill(process.pid, signal.SIGTERM)  # a CI job's cancel: the CLI alone
         stdout, stderr = process.communicate(timeout=240)
     finally:
         if process.poll() is None:
@@ -50,13 +50,22 @@ def _interrupt(stack, emulator, *, during: str, how: str) -> str:
     return stdout + stderr
 
 
-@pytest.mark.parametrize("during", ["resource", "session"])
-@pytest.mark.parametrize("how", ["sigint-once", "sigint-twice", "sigterm-cli", "sigkill-provider"])
+KEPT = [
+    ("sigint-once", DYNAMIC, "resource"),
+    ("sigint-twice", PLUGIN, "session"),
+    ("sigterm-cli", PLUGIN, "resource"),
+]
+"""What only the CLI shows, each on one face (Ctrl-C twice on the dynamic face: the pending-create test below)."""
+
+
+@pytest.mark.parametrize(
+    ("how", "face", "during"), KEPT, ids=[f"{how}-{face}-{during}" for how, face, during in KEPT]
+)
 def test_an_interrupted_up_converges_on_the_next_up_with_no_second_allocation(
     cli_stack, emulator, during, how, face
 ):
-    slow = {"resource_pending": 8.0} if during == "resource" else {"session_creating": 8.0}
-    emulator.control.configure(timings=slow)
+    timing = "resource_pending" if during == "resource" else "session_creating"
+    emulator.control.configure(timings={timing: 8.0})
     stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
 
     _interrupt(stack, emulator, during=during, how=how)
@@ -64,6 +73,7 @@ def test_an_interrupted_up_converges_on_the_next_up_with_no_second_allocation(
     _wait_until(
         lambda: not _provider_pids(stack.env["TOGETHER_RL_STATE_DIR"], face), 60, "the old provider to exit"
     )
+    emulator.control.configure(timings={timing: 0.0})
 
     stack.up()
 
@@ -76,7 +86,7 @@ def test_an_interrupted_up_converges_on_the_next_up_with_no_second_allocation(
     assert [o["id"] for o in now["training_sessions"]] == [recorded["trial-0"]["id"]]
     stack.preview("--expect-no-changes")
 
-    stack.run("destroy", "--yes", "--skip-preview")
+    stack.destroy()
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
 
 
@@ -108,3 +118,4 @@ def test_ctrl_c_twice_leaves_a_pending_create_that_the_take_over_names_and_refre
     assert _pending(stack) == []
     assert [o["id"] for o in active(emulator)["model_resources"]] == [stack.resources()["sweep-gpu"]["id"]]
     stack.preview("--expect-no-changes")
+    stack.destroy()

@@ -4,6 +4,13 @@ A team shares one Together account, so look-alike objects are the normal case. E
 the emulator holds and what each stack's state records: real stacks (separate `pulumi` processes, one backend,
 one journal folder as on one machine), real signals (SIGKILL of the provider, of the `pulumi` CLI, of a pid
 namespace's init), real look-alikes (another stack's create of the same request, a colleague's POST by hand).
+
+Each scenario runs on one face (the ownership rule is the shared core's; the faces alternate so that both stay
+covered): what only the CLI shows is what its engine leaves (a lock, a pending create), how the provider finds
+its `pulumi` process, the stack's backend as the CLI gives it, and what a person reads. The rules themselves are
+guarded without the CLI in ``tests/resources/test_create_journal.py`` and ``test_journal_proof.py``; what a
+provider does when its engine dies (killed, or a zombie), and twins and take-overs after a killed provider, with
+real processes against the stand-in engine in ``tests/engine/test_interrupts.py`` and ``test_take_over.py``.
 """
 
 from __future__ import annotations
@@ -17,11 +24,11 @@ from pathlib import Path
 import httpx
 import pytest
 from harness.cli import ROOT, active, processes_of, provider_pids, wait_until
+from harness.faces import DYNAMIC, PLUGIN
 
 from pulumi_together_rl import journal, lifeline
 
 SWEEP = ROOT / "examples" / "sweep"
-TWINS = Path(__file__).resolve().parent / "projects" / "twins"
 RESOURCES = "/v1/rl/model-resources"
 REQUEST = {
     "base_model": "Qwen/Qwen3.5-4B",
@@ -85,11 +92,11 @@ def held(stack) -> set[str]:
     return {r["id"] for r in stack.resources().values() if r.get("id")}
 
 
-def test_sigkill_of_the_cli_mid_create_converges_with_one_object_and_names_the_commands(
-    cli_stack, emulator, face
-):
+def test_sigkill_of_the_cli_mid_create_converges_with_one_object_and_names_the_commands(cli_stack, emulator):
     """A CI runner's hard cancel: the CLI dies, its plugin (own process group) would keep waiting for an hour.
-    It notices, keeps the entry with the id and exits; the re-run takes the object over by id."""
+    It notices, keeps the entry with the id and exits; the re-run takes the object over by id. (The dynamic
+    face: its plugin runs under a launcher script that outlives the CLI; the plugin face's zombie test below.)"""
+    face = DYNAMIC
     emulator.control.configure(timings={"resource_pending": 15.0})
     stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
     state_dir = stack.env["TOGETHER_RL_STATE_DIR"]
@@ -121,7 +128,7 @@ def test_sigkill_of_the_cli_mid_create_converges_with_one_object_and_names_the_c
     stack.run("refresh", "--clear-pending-creates", "--yes")
     assert not json.loads(stack.export())["deployment"].get("pending_operations")
     stack.preview("--expect-no-changes")
-    stack.run("destroy", "--yes", "--skip-preview")
+    stack.destroy()
     assert active(emulator) == {"model_resources": [], "training_sessions": []}
 
 
@@ -133,10 +140,12 @@ def _zombie(pid: int) -> bool:
     return stat[stat.rindex(")") + 2 :].split()[0] == "Z"
 
 
-def test_a_killed_cli_that_nobody_reaps_is_gone_to_its_provider(cli_stack, emulator, face):
+def test_a_killed_cli_that_nobody_reaps_is_gone_to_its_provider(cli_stack, emulator):
     """A CI supervisor that never waits for its children: the killed `pulumi` stays a zombie (same pid, same start
     time) for as long as its parent lives. The provider must take it for gone: keep the entry with the id and exit,
-    never finish the create as if answered (the next run would make a second GPU) nor stop the healthy GPU."""
+    never finish the create as if answered (the next run would make a second GPU) nor stop the healthy GPU. (The
+    plugin face; the dynamic face's zombie engine is the stand-in engine's, tests/engine/test_interrupts.py.)"""
+    face = PLUGIN
     emulator.control.configure(timings={"resource_pending": 15.0})
     stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
     state_dir = stack.env["TOGETHER_RL_STATE_DIR"]
@@ -162,14 +171,17 @@ def test_a_killed_cli_that_nobody_reaps_is_gone_to_its_provider(cli_stack, emula
     stack.up()
     assert [r["id"] for r in resources(emulator)] == [made["id"]]  # taken over, never a second GPU
     assert stack.resources()["sweep-gpu"]["id"] == made["id"]
+    stack.destroy()
 
 
 def test_a_namesake_stack_in_another_backend_never_takes_the_gpu_an_interrupted_up_left(
-    cli_stack, emulator, tmp_path, face
+    cli_stack, emulator, tmp_path
 ):
     """A developer's local backend next to the team's, one machine, one journal, the same project, stack and
     resource names: the team stack's `up` is killed while its GPU provisions; the local namesake's `up` makes its
-    own GPU; the team stack's next `up` takes its own over."""
+    own GPU; the team stack's next `up` takes its own over. (The plugin face: the backend as the CLI gives it to
+    its plugin; the rule, test_journal_proof.py.)"""
+    face = PLUGIN
     shared = str(tmp_path / "one-machine-state")
     emulator.control.configure(timings={"resource_pending": 15.0})
     team = cli_stack("sweep", face=face, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
@@ -190,11 +202,18 @@ def test_a_namesake_stack_in_another_backend_never_takes_the_gpu_an_interrupted_
     assert team.resources()["sweep-gpu"]["id"] == made["id"]  # its own, taken over
     assert {o["id"] for o in active(emulator)["model_resources"]} == {made["id"], theirs}
     local.preview("--expect-no-changes")
+    team.destroy()
+    assert {o["id"] for o in active(emulator)["model_resources"]} == {
+        theirs
+    }  # the team's destroy stopped its own
+    local.destroy()
 
 
-def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulator, tmp_path, face):
+def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulator, tmp_path):
     """Stack A is killed while its POST is in flight (its entry has no id); stack B, same machine and request,
-    creates meanwhile. A's re-run finds its own by a strict unique match: B's is claimed by B's record."""
+    creates meanwhile. A's re-run finds its own by a strict unique match: B's is claimed by B's record. (The
+    dynamic face; the rule, test_create_journal.py.)"""
+    face = DYNAMIC
     shared = str(tmp_path / "one-machine-state")
     emulator.control.configure(timings={"resource_pending": 1.0})
     a = cli_stack("sweep", face=face, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
@@ -213,14 +232,17 @@ def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulato
     assert a_gpu != b_gpu
     assert {o["id"] for o in active(emulator)["model_resources"]} == {a_gpu, b_gpu}
     b.preview("--expect-no-changes")  # B was never touched
-    a.run("destroy", "--yes", "--skip-preview")
+    a.destroy()
     assert {o["id"] for o in active(emulator)["model_resources"]} == {b_gpu}  # A's destroy stopped only A's
     assert len(active(emulator)["training_sessions"]) == 1
+    b.destroy()
 
 
-def test_a_look_alike_posted_by_hand_at_the_same_moment_is_never_taken(cli_stack, emulator, face):
+def test_a_look_alike_posted_by_hand_at_the_same_moment_is_never_taken(cli_stack, emulator):
     """A colleague makes the identical resource by hand while A's POST is in flight and A is killed: A's
-    re-run cannot tell which is its own, touches nothing, and says what it found."""
+    re-run cannot tell which is its own, touches nothing, and says what it found, in the schema's names. (The
+    plugin face; the rule, test_create_journal.py.)"""
+    face = PLUGIN
     emulator.control.configure(timings={"resource_pending": 1.0})
     a = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
     emulator.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=4.0, times=1)
@@ -261,42 +283,6 @@ def test_a_post_the_api_answered_as_failed_never_hands_the_stack_a_colleagues_gp
     assert [o["id"] for o in active(emulator)["model_resources"]] == [colleagues]
 
 
-def test_twins_interrupted_once_each_get_their_own_object(cli_stack, emulator):
-    emulator.control.configure(timings={"resource_pending": 10.0})
-    stack = cli_stack(TWINS).init({"count": 2})
-
-    kill_provider_during(stack, emulator, created=2)
-    stack.up()
-
-    made = {r["id"] for r in resources(emulator)}
-    ids = [stack.resources()[name]["id"] for name in ("gpu-0", "gpu-1")]
-    assert len(made) == 2 and set(ids) == made  # two objects, one each, none orphaned
-
-
-def test_a_run_killed_during_its_take_over_leaves_the_entry_for_the_next_run(cli_stack, emulator):
-    emulator.control.configure(timings={"resource_pending": 20.0})
-    stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
-
-    kill_provider_during(stack, emulator)  # the first run, killed while it waits
-    [made] = resources(emulator)
-    state_dir = stack.env["TOGETHER_RL_STATE_DIR"]
-    first = {e.path for e in entries(state_dir)}
-
-    def taking_over() -> bool:  # the second run's own entry holds the id, and its process holds the entry
-        return any(e.path not in first and e.id == made["id"] and e.in_flight() for e in entries(state_dir))
-
-    kill_provider_during(
-        stack, emulator, when=taking_over, what="the take-over"
-    )  # killed while it takes over
-    [left] = [e for e in entries(state_dir) if e.kind == "model resource"]
-    assert left.path not in first and left.id == made["id"] and not left.in_flight()
-    emulator.control.configure(timings={"resource_pending": 0.0})
-    stack.up()
-
-    assert [r["id"] for r in resources(emulator)] == [made["id"]]
-    assert stack.resources()["sweep-gpu"]["id"] == made["id"]
-
-
 def _namespace_init(unshare_pid: int) -> int:
     """The first process of the pid namespace ``unshare --fork`` made (its child: pid 1 inside)."""
     children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children")
@@ -331,6 +317,7 @@ def test_runs_in_fresh_pid_namespaces_take_over_what_a_killed_one_made(cli_stack
 
     [made] = resources(emulator)
     assert stack.resources()["sweep-gpu"]["id"] == made["id"] == entry.id
+    stack.destroy()
 
 
 def test_an_unreadable_object_in_the_api_list_fails_nothing_and_stops_nothing(cli_stack, emulator):
@@ -349,3 +336,4 @@ def test_an_unreadable_object_in_the_api_list_fails_nothing_and_stops_nothing(cl
         diagnostics.count("skipped model resource mr-from-the-future") == 1
     )  # one warning, not one per tick
     assert held(stack) >= {o["id"] for o in now["model_resources"] + now["training_sessions"]}
+    stack.destroy()

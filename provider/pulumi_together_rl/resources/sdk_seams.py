@@ -1,5 +1,6 @@
 """The dynamic face's seams into the Pulumi SDK's dynamic-provider server: errors the user reads are one sentence,
-every create and delete of a stack runs at once, and a provider whose CLI was killed stops and exits.
+every create and delete of a stack runs at once, and a provider whose CLI was killed, or that the engine ends
+(SIGINT) while a create waits, keeps its journal entries and exits.
 
 **Worker pool.** The server serves its RPCs from ``futures.ThreadPoolExecutor(max_workers=4)``, and a create
 holds its worker until READY / RUNNING: a stack of 2 resources + 16 sessions ran 4 operations at a time, and a
@@ -134,8 +135,41 @@ def watch_the_engine() -> bool:
     return lifeline.watch()
 
 
+_ending_hooked = False
+
+
+def keep_entries_when_ended() -> bool:
+    """In the provider server only: when the server is ended while creates are in flight, keep their journal
+    entries for the next run and exit, as the plugin face does on SIGINT and SIGTERM. Whether the hook is in.
+
+    The engine ends its plugins with SIGINT. The server answers it in its main thread (``KeyboardInterrupt``:
+    ``server.stop(0)``), which cancels every RPC, so no answer reaches the engine any more; but the interpreter
+    then waits for the worker threads, and a create would go on waiting for READY and mark its entry done, an
+    object whose id nobody received, which the next ``pulumi up`` would make a second time. A signal handler
+    cannot be installed from here (only the main thread may, and it is the SDK's); the hook is threading's
+    own shutdown callback, which runs once the main thread is done and before the workers are joined. Version
+    guard: CPython's ``threading._register_atexit`` (3.9+); without it nothing changes and the lifeline remains
+    (a CLI that ends after the SIGINT still leaves the entries, once it is gone)."""
+    global _ending_hooked
+    if server_module() is None or not hasattr(threading, "_register_atexit"):
+        return False
+    with _lock:
+        if not _ending_hooked:
+            threading._register_atexit(_server_ended)
+            _ending_hooked = True
+    return True
+
+
+def _server_ended() -> None:
+    from .. import journal, lifeline
+
+    if journal.holding():  # how every command ends its plugin: nothing to say when no create is in flight
+        lifeline.engine_gone("this provider was ended (SIGINT) before the engine got its answers")
+
+
 def install() -> None:
     """Every seam, in the provider server only (anywhere else each does nothing): called from ``configure``."""
     shorten_tracebacks()  # errors shown as their one sentence
     widen_the_pool()  # every create and delete runs at once
     watch_the_engine()  # a killed CLI ends the waits, entries kept
+    keep_entries_when_ended()  # so does the engine's SIGINT
