@@ -77,4 +77,3 @@ def test_a_create_asking_right_after_its_engine_died_hears_it_before_the_watch_l
         engine.kill()
         engine.wait()
         lifeline.reset()
-
