@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 from harness.cli import ESTIMATE, ROOT, active, writes
+from harness.faces import DYNAMIC, PLUGIN
 
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
@@ -345,7 +346,8 @@ def test_adopt_takes_over_objects_made_outside_and_destroy_stops_only_those(cli_
     stop_out_of_band(emulator, "resource", shared.id)
 
 
-def test_bad_input_fails_preview_naming_the_field_and_creates_nothing(cli_stack, emulator, face):
+def test_bad_input_fails_preview_naming_the_field_and_creates_nothing(cli_stack, emulator):
+    face = PLUGIN  # one face: the other's guard is a check-tier test
     stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [0]})
     emulator.control.clear_requests()
     preview = stack.preview(check=False)
@@ -382,7 +384,8 @@ def test_a_secret_api_key_appears_only_as_ciphertext(cli_stack, emulator, face):
         emulator.control.reset()
 
 
-def test_a_secret_in_a_field_that_fails_check_is_not_printed(cli_stack, emulator, face):
+def test_a_secret_in_a_field_that_fails_check_is_not_printed(cli_stack, emulator):
+    face = DYNAMIC  # one face: the other's guard is a check-tier test
     leaked = "tk-pasted-in-the-wrong-field-" + "5e2b9c0d7f1a3864" * 2
     stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
     stack.run("config", "set", "--secret", "baseModel", leaked)
@@ -420,7 +423,8 @@ def test_a_secret_display_name_is_never_printed_nor_journalled(cli_stack, emulat
     assert name.encode() not in written
 
 
-def test_a_failed_create_shows_one_sentence_not_a_traceback(cli_stack, emulator, face):
+def test_a_failed_create_shows_one_sentence_not_a_traceback(cli_stack, emulator):
+    face = PLUGIN  # one face: the other's guard is a check-tier test
     emulator.control.configure(api_key=emulator.api_key)  # the emulator checks the key from here on
     stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]}, api_key="tk-wrong-key-0000")
 

@@ -112,7 +112,8 @@ def test_lora_config_on_a_new_full_weight_resource_fails_preview(cli_stack, proj
     assert "full-weight" in output and writes(emulator) == []
 
 
-@pytest.mark.parametrize("what", ["model_resources_id", "session adopt_id", "resource adopt_id"])
+# One case through the CLI; the adopt_id cases are check-tier tests (tests/resources/test_preview_truth.py).
+@pytest.mark.parametrize("what", ["model_resources_id"])
 def test_a_reference_that_does_not_exist_fails_preview_naming_its_field(cli_stack, project, emulator, what):
     with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
         live = client.create_model_resource(ModelResourceCreateRequest(base_model=SMALL)).id

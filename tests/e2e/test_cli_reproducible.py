@@ -12,7 +12,7 @@ import shutil
 from datetime import datetime, timedelta, timezone
 
 from harness.cli import ROOT, active, wait_until, writes
-from harness.faces import PLUGIN
+from harness.faces import DYNAMIC, PLUGIN
 
 EXAMPLES = ROOT / "examples"
 EXTEND = "/extend-expiry"
@@ -191,9 +191,8 @@ def _in(hours: float) -> str:
     return (datetime.now(timezone.utc) + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def test_keep_ready_until_holds_a_gpu_past_its_idle_timeout_until_an_idle_stop_is_drift(
-    cli_stack, emulator, face
-):
+def test_keep_ready_until_holds_a_gpu_past_its_idle_timeout_until_an_idle_stop_is_drift(cli_stack, emulator):
+    face = DYNAMIC  # one face: the other's guard is a check-tier test
     stack = cli_stack("on-demand", face=face).init({"together-rl-on-demand:keepReadyUntil": _in(2)})
     stack.up()
     first = stack.outputs()

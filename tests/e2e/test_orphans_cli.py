@@ -715,9 +715,10 @@ def _kill_session(sid: int) -> None:
 
 
 def test_a_pending_create_left_by_a_killed_pulumi_up_is_reported_with_the_commands_that_clear_it(
-    cli_stack, emulator, tmp_path, face
+    cli_stack, emulator, tmp_path
 ):
     """On both faces: the plugin's resources are Together objects too, and so are its pending creates."""
+    face = PLUGIN  # one face: the other's guard is a check-tier test
     emulator.control.configure(timings={"resource_pending": 8.0})
     stack = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
     folder = stack.project
