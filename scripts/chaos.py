@@ -228,7 +228,8 @@ from harness.engine import (  # noqa: E402
     provider_blob,
 )
 
-from pulumi_together_rl import backend, journal, lifeline  # noqa: E402
+from pulumi_together_rl import backend, lifeline  # noqa: E402
+from pulumi_together_rl.ownership import journal  # noqa: E402
 from pulumi_together_rl.client import TogetherRL  # noqa: E402
 from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
 from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402

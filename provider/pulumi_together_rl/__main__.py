@@ -223,7 +223,7 @@ def _orphans(args: argparse.Namespace) -> int:
 
 
 def _journal(args: argparse.Namespace) -> int:
-    from . import journal
+    from .ownership import journal
 
     try:
         everything = journal.entries()

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from . import journal
+from .ownership import journal
 from .messages import progress_line
 
 CHECK_EVERY = 0.5

@@ -26,7 +26,8 @@ import pytest
 from harness.cli import ROOT, active, processes_of, provider_pids, wait_until
 from harness.faces import DYNAMIC, PLUGIN
 
-from pulumi_together_rl import journal, lifeline
+from pulumi_together_rl import lifeline
+from pulumi_together_rl.ownership import journal
 
 SWEEP = ROOT / "examples" / "sweep"
 RESOURCES = "/v1/rl/model-resources"

@@ -24,7 +24,8 @@ import pytest
 from harness.faces import DYNAMIC, PLUGIN
 from harness.stack import INTERRUPTS, Stack, sweep_program
 
-from pulumi_together_rl import journal, lifeline
+from pulumi_together_rl import lifeline
+from pulumi_together_rl.ownership import journal
 
 HOLD = 600.0
 """Seconds the emulator keeps the interrupted create waiting (PENDING, CREATING): longer than any test, so the

@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.faces import DYNAMIC
 from harness.stack import INTERRUPTS, Stack, python_program, sweep_program
 
-from pulumi_together_rl import journal
+from pulumi_together_rl.ownership import journal
 
 TWINS = Path(__file__).resolve().parents[1] / "e2e" / "projects" / "twins"
 HOLD = 600.0

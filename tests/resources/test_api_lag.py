@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pulumi_together_rl import journal
+from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.messages import UserError
 
 from .conftest import MODEL

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
-from pulumi_together_rl import journal
+from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
 from pulumi_together_rl.messages import UserError
 
@@ -432,7 +432,7 @@ def test_entries_are_claimed_once_across_processes(rig):
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from pulumi_together_rl import journal\n"
+        "from pulumi_together_rl.ownership import journal\n"
         f"entry = journal.load(Path({str(entry.path)!r}))\n"
         "time.sleep(max(0, float(sys.argv[1]) - time.time()))\n"
         "print(entry.claim(), flush=True)\n"

@@ -10,7 +10,8 @@ import sys
 import textwrap
 import time
 
-from pulumi_together_rl import journal, lifeline
+from pulumi_together_rl import lifeline
+from pulumi_together_rl.ownership import journal
 
 from .conftest import MODEL, OWNER
 from .test_create_journal import RESOURCES, active

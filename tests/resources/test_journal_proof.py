@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pulumi_together_rl import journal
+from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.client.models import ModelResourceCreateRequest
 from pulumi_together_rl.messages import UserError
 

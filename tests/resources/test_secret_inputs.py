@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from pulumi_together_rl import journal, messages
+from pulumi_together_rl import messages
+from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.messages import UserError
 
 from .conftest import OWNER

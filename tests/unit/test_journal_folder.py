@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pulumi_together_rl import journal
+from pulumi_together_rl.ownership import journal
 
 BASE = "https://api.test"
 BODY = {"base_model": "Qwen/Qwen3.5-4B"}

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from pulumi_together_rl import journal
+from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.__main__ import main
 
 BASE = "https://api.test"

@@ -8,7 +8,8 @@ import signal
 import subprocess
 import time
 
-from pulumi_together_rl import journal, lifeline
+from pulumi_together_rl import lifeline
+from pulumi_together_rl.ownership import journal
 
 
 def _state(pid: int) -> str:

@@ -150,7 +150,7 @@ def test_a_program_that_declares_resources_imports_no_http_client_no_wire_models
         "import sys\n"
         "import pulumi\n"
         "from pulumi_together_rl import ModelResource, ModelResourceArgs, TrainingSession, TrainingSessionArgs\n"
-        "heavy = ('httpx', 'pydantic', 'pulumi_together_rl.journal', 'pulumi_together_rl.client.api',\n"
+        "heavy = ('httpx', 'pydantic', 'pulumi_together_rl.ownership.journal', 'pulumi_together_rl.client.api',\n"
         "         'pulumi_together_rl.client.models', 'pulumi_together_rl.resources.lifecycle')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import IO
 
-from .. import journal
+from ..ownership import journal
 from ..client import errors
 from ..client.api import ENV_API_KEY, TogetherRL
 from ..client.models import ModelResourceStatus

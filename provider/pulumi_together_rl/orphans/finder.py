@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import journal
+from ..ownership import journal
 from ..client import errors
 from ..client.api import TogetherRL
 from ..client.models import (

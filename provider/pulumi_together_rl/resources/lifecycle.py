@@ -36,7 +36,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, NoReturn
 
-from .. import journal, lifeline, stopping
+from .. import lifeline, stopping
+from ..ownership import journal
 from ..client import errors
 from ..client.collections import Obj, Req
 from ..client.models import ApiObject

@@ -69,9 +69,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from . import backend
-from .backend import Backend
-from .messages import UserError, progress_line
+from .. import backend
+from ..backend import Backend
+from ..messages import UserError, progress_line
 
 VERSION = 3
 
