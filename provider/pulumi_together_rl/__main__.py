@@ -230,14 +230,14 @@ def _journal(args: argparse.Namespace) -> int:
     except journal.Refused as exc:
         print(f"error: reading the create journal: {exc.cause}. {exc.todo}.", file=sys.stderr)
         return 1
-    found = [e for e in everything if e.state != "done"]
+    found = [e for e in everything if e.state != journal.State.DONE]
     if args.action == "list":
         if args.entry:
             args.parser.error("list takes no ENTRY")
         shown = everything if args.all else found
         for entry in shown:
             print(
-                f"{entry.path.stem}  {entry.state:<9}  {entry.kind:<16}  {entry.owner or '(no declaration)'}  "
+                f"{entry.path.stem}  {entry.state.value:<9}  {entry.kind:<16}  {entry.owner or '(no declaration)'}  "
                 f"{entry.started.strftime('%Y-%m-%d %H:%M:%S UTC')}  {entry.id or '-'}"
                 + (f"  backend {entry.backend_location}" if entry.backend_location else "")
                 + ("  (in flight)" if entry.in_flight() else "")
@@ -279,7 +279,7 @@ def _journal(args: argparse.Namespace) -> int:
             print(f"dismissed {entry.path.stem}: the next `pulumi up` of {entry.owner} creates a new one")
         else:
             held = f"; nothing records that {entry.id} is claimed any more" if entry.id else ""
-            print(f"dropped {entry.path.stem} ({entry.state}, {entry.kind} of {entry.owner}){held}")
+            print(f"dropped {entry.path.stem} ({entry.state.value}, {entry.kind} of {entry.owner}){held}")
     return status
 
 

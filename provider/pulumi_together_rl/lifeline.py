@@ -21,8 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from .ownership import journal
 from .messages import progress_line
+from .ownership import journal
 
 CHECK_EVERY = 0.5
 """Seconds between two looks at the engine process."""
@@ -107,7 +107,7 @@ def engine_gone(why: str, exit: Callable[[int], object] = os._exit, *, quiet_if_
 
 
 def _posting(entry: journal.Entry) -> bool:
-    return entry.state == "posting" and bool(entry.sends) and entry.answered_at is None
+    return entry.state == journal.State.POSTING and bool(entry.sends) and entry.answered_at is None
 
 
 def reset() -> None:

@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import IO
 
-from ..ownership import journal
 from ..client import errors
 from ..client.api import ENV_API_KEY, TogetherRL
 from ..client.models import ModelResourceStatus
 from ..ours import MODEL_RESOURCE, TRAINING_SESSION
+from ..ownership import journal
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,

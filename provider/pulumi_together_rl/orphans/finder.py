@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from ..ownership import journal
 from ..client import errors
 from ..client.api import TogetherRL
 from ..client.models import (
@@ -19,6 +18,7 @@ from ..client.models import (
     TrainingSession,
 )
 from ..ours import MODEL_RESOURCE, TRAINING_SESSION
+from ..ownership import journal
 from ._common import (
     OrphanError,
     _aware,
@@ -207,7 +207,7 @@ class JournalLabels:
             by = entry.process.describe() if entry.process else "a process"
             orphan.journal = "in_flight"
             orphan.journal_label = f"a running process on this machine ({by}) is creating it for {owner or 'an unknown declaration'}"
-        elif entry.state != "done":
+        elif entry.state != journal.State.DONE:
             orphan.journal = "interrupted"
             orphan.interrupted_at = entry.started_at
             of = f" of {owner}" if owner else ""
@@ -233,7 +233,13 @@ def journal_labels(entries: Iterable[journal.Entry], base_url: str, ids: Iterabl
         if wanted and entry.id not in wanted:
             continue
         # The journal's own liveness test: a running process holds the entry's lock (this one's too).
-        state = "in_flight" if entry.in_flight() else "interrupted" if entry.state != "done" else "done"
+        state = (
+            "in_flight"
+            if entry.in_flight()
+            else "interrupted"
+            if entry.state != journal.State.DONE
+            else "done"
+        )
         previous = chosen.get(entry.id)
         if previous is None or rank[state] < previous[0]:
             chosen[entry.id] = (rank[state], entry)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import errno
 import fcntl
 import hashlib
@@ -86,7 +87,24 @@ POST_BOUND = 60.0
 """Seconds after its last send within which a POST whose process died mid-request can still have made its
 object (the client's default read timeout: no answer comes later)."""
 
-STATES = ("intent", "posting", "created", "done", "dismissed")
+
+class State(str, enum.Enum):
+    """Where a create stands, as its entry records it (the JSON holds the value)."""
+
+    INTENT = "intent"
+    """Written, nothing sent: removed when the create ends; left behind, it made nothing."""
+    POSTING = "posting"
+    """The snapshot taken, a POST sent or about to be: an object may exist that no id names."""
+    CREATED = "created"
+    """The id is known: the object exists under it."""
+    DONE = "done"
+    """The create answered its engine: the record that its id is claimed, never taken over."""
+    DISMISSED = "dismissed"
+    """The user said none of what its take-over found is the declaration's: never taken over, still a rival."""
+
+
+ENDED = (State.DONE, State.DISMISSED)
+"""States of a create that is over: never taken over."""
 
 _lock = threading.Lock()
 _warned: set[str] = set()
@@ -378,7 +396,7 @@ class Entry:
     started_at: datetime
     process: Process | None
     engine: Process | None
-    state: str = "intent"
+    state: State = State.INTENT
     snapshot: list[str] | None = None
     """Ids of the candidate objects that existed before the POST (None: not taken yet)."""
     sends: list[datetime] = dataclasses.field(default_factory=list)
@@ -440,7 +458,7 @@ class Entry:
         far the API's clock is ahead of this machine's."""
         self.snapshot = sorted(set(snapshot))
         self.clock_offset = clock_offset
-        self.state = "posting"
+        self.state = State.POSTING
         self._write()
 
     def sending(self) -> None:
@@ -462,7 +480,7 @@ class Entry:
     def record(self, ident: str) -> None:
         """The POST answered (or the object was taken over): the object exists under ``ident``."""
         self.id = ident
-        self.state = "created"
+        self.state = State.CREATED
         if self.answered_at is None:
             self.answered_at = _now()
         self._write()
@@ -477,13 +495,13 @@ class Entry:
 
     def done(self) -> None:
         """The engine has the answer: keep the entry as the record that its id is claimed, and release it."""
-        self.state = "done"
+        self.state = State.DONE
         self._write()
         self.release()
 
     def dismiss(self) -> None:
         """The user's word: nothing this create may have made is the declaration's. Kept (a rival to others)."""
-        self.state = "dismissed"
+        self.state = State.DISMISSED
         self.note = f"dismissed at {now_iso()}: none of the objects its take-over found is this declaration's"
         self._write()
         self.release()
@@ -598,7 +616,7 @@ class Entry:
             "started_at": _iso(self.started_at),
             "process": dataclasses.asdict(self.process) if self.process else None,
             "engine": dataclasses.asdict(self.engine) if self.engine else None,
-            "state": self.state,
+            "state": self.state.value,
             "snapshot": self.snapshot,
             "sends": [_iso(s) for s in self.sends],
             "answered_at": _iso(self.answered_at) if self.answered_at else None,
@@ -653,13 +671,13 @@ def _parse(path: Path, data: Any) -> Entry:
             started_at=_moment(data.get("started_at"), "started_at"),
             process=Process(pid=pid, start=None, boot=None, namespace=None, host=""),
             engine=None,
-            state="created" if ident else "posting",
+            state=State.CREATED if ident else State.POSTING,
             id=ident,
             version=1,
         )
     state = data.get("state")
-    if state not in STATES:
-        raise ValueError(f"state: expected one of {', '.join(STATES)}")
+    if state not in {s.value for s in State}:
+        raise ValueError(f"state: expected one of {', '.join(s.value for s in State)}")
     snapshot = data.get("snapshot")
     if snapshot is not None and not (
         isinstance(snapshot, list) and all(isinstance(i, str) for i in snapshot)
@@ -680,7 +698,7 @@ def _parse(path: Path, data: Any) -> Entry:
         started_at=_moment(data.get("started_at"), "started_at"),
         process=Process.from_json(data["process"]) if data.get("process") is not None else None,
         engine=Process.from_json(data["engine"]) if data.get("engine") is not None else None,
-        state=state,
+        state=State(state),
         snapshot=snapshot,
         sends=[_moment(s, "sends") for s in sends],
         answered_at=_moment(answered, "answered_at") if answered is not None else None,
@@ -739,7 +757,7 @@ def load(path: Path) -> Entry | str | None:
         return f"it is nested deeper than any entry this provider writes ({MAX_DEPTH} levels)"
     except (ValueError, TypeError, KeyError) as exc:
         return str(exc) or type(exc).__name__
-    if entry.state == "done":
+    if entry.state == State.DONE:
         with _lock:
             _done[path] = (seen, entry)
         return dataclasses.replace(entry)
@@ -793,7 +811,7 @@ def entries(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
 
 def unfinished(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
     """Entries whose create did not reach its engine's answer (in flight, or left: what may bill unrecorded)."""
-    return [e for e in entries(warn) if e.state != "done"]
+    return [e for e in entries(warn) if e.state != State.DONE]
 
 
 def begin(
@@ -886,7 +904,7 @@ def interrupted(
         for e in entries()
         if e.path != exclude
         and e.version >= VERSION
-        and e.state not in ("done", "dismissed")
+        and e.state not in ENDED
         and e.key == key
         and e.age(now) < MAX_AGE
         and not e.in_flight()
@@ -905,7 +923,7 @@ def unattributed(entry: Entry, now: datetime | None = None) -> list[Entry]:
         for e in entries()
         if e.path != entry.path
         and e.version == 2
-        and e.state not in ("done", "dismissed")
+        and e.state not in ENDED
         and e.owner == entry.owner
         and e.request_key == entry.request_key
         and e.age(now) < MAX_AGE
@@ -959,7 +977,7 @@ def _prune(exclude: Path) -> None:
     for old in entries(warn=None):
         if old.path == exclude:
             continue
-        expired = old.age(now) > (MAX_AGE if old.state in ("done", "dismissed") else FORGET_AFTER)
+        expired = old.age(now) > (MAX_AGE if old.state in ENDED else FORGET_AFTER)
         if expired and old.claim():
             old.discard()
     for tmp in folder.glob(".entry-*.tmp"):

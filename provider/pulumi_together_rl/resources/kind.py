@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
+from ..client import errors
 from ..client.collections import Collection, Obj, Req
 from ..client.models import Status
 from . import watch
@@ -128,6 +129,13 @@ class Kind(ABC, Generic[Obj, Req]):
     def describe(self, ident: str, obj: Obj | None) -> str:
         """How a wait's progress lines show the object (``model resource 3f2a…: PENDING, queue position 3``);
         ``obj`` None: not found."""
+
+    def find(self, client: TogetherRL, ident: str) -> Obj | None:
+        """GET the object ``ident``, with 404 as ``None`` (not-found is a state)."""
+        try:
+            return self.collection.get(client, ident)
+        except errors.NotFound:
+            return None
 
     # -------------------------------------------------------------------------------------------- rules
 

@@ -33,16 +33,14 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, NoReturn
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
-from .. import lifeline, stopping
-from ..ownership import journal
+from .. import stopping
 from ..client import errors
 from ..client.collections import Obj, Req
-from ..client.models import ApiObject
-from ..client.reconcile import AmbiguousCreate, Attribution
 from ..messages import UserError, explain, format_elapsed, log
+from ..ownership import transaction
 from ..waiting import NOTHING, NoAnswerYet, Nothing, wait_for
 from . import process, secrecy, watch
 from .inputs import Diff, changed_keys, diff_inputs, pick
@@ -109,365 +107,12 @@ def _create(kind: Kind[Obj, Req], props: Props, timeout: float | None) -> Made:
         return _adopt(kind, inputs, limit)
     subject = kind.subject(secrecy.shown(props))
     client = process.api_client("creating", kind.name, subject)
-    request = kind.to_request(inputs)
-    body = secrecy.redacted(request.to_wire(), props)  # what the journal may hold of it
-    try:
-        entry = journal.begin(kind.name, client.base_url, body, inputs.get(OWNER_KEY))
-    except journal.Refused as exc:
-        raise UserError(
-            "creating", kind.name, subject, exc.cause, f"{exc.todo}; nothing was created"
-        ) from None
-    try:
-        created = _take_over(kind, client, request, inputs, entry, subject) or _post(
-            kind, client, request, entry, subject
-        )
-        try:
-            # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
-            if entry.id != created.id:
-                _record(kind, entry, created.id)
-                log(
-                    f"{kind.name} {created.id}: created ({created.status.short}); waiting for {kind.target.short}"
-                )
-            ready = kind.keep(client, created.id, inputs, _wait_target(kind, client, created, limit))
-            outputs = kind.to_outputs(inputs, ready)
-        except BaseException as exc:
-            if lifeline.gone():
-                _leave_for_next_run(kind, client, entry, created.id)  # nobody will get an answer
-                raise
-            _abandon(kind, client, created.id, exc, entry)
-        if lifeline.gone():
-            _leave_for_next_run(kind, client, entry, created.id)
-        else:
-            _done(kind, entry, created.id)
-        return Made(created.id, outputs)
-    finally:
-        if entry.state == "intent":
-            entry.discard()  # nothing was sent: nothing can be billing
-        entry.release()  # whatever is left of it stays on disk for the next run
 
+    def settle(created: Obj) -> Made:  # the wait for the target, the kind's keep, the state
+        ready = kind.keep(client, created.id, inputs, _wait_target(kind, client, created, limit))
+        return Made(ready.id, kind.to_outputs(inputs, ready))
 
-def _record(kind: Kind[Obj, Req], entry: journal.Entry, ident: str) -> None:
-    """Record the id the POST answered. An entry that cannot be written (a full disk) fails nothing: the id goes
-    to the engine with the answer, which is the record that matters; the line says what is not protected."""
-    try:
-        entry.record(ident)
-    except journal.Refused as exc:
-        entry.id = ident  # this process knows it; only the file does not
-        entry.unrecorded = True
-        log(
-            f"warning: {kind.name} {ident}: created, but the create journal could not record its id "
-            f"({exc.cause}); the create goes on and the id reaches the stack's state with its answer. If this "
-            f"`pulumi up` is interrupted before it ends, check it with GET {kind.path}/{ident} and stop it "
-            f"(POST {kind.path}/{ident}/stop) if no stack holds it"
-        )
-
-
-def _done(kind: Kind[Obj, Req], entry: journal.Entry, ident: str) -> None:
-    """The engine is getting the answer: the entry becomes the record that the id is claimed."""
-    try:
-        entry.done()
-    except journal.Refused as exc:
-        entry.release()
-        log(f"warning: {kind.name} {ident}: created; the create journal could not mark it done ({exc.cause})")
-
-
-def _leave_for_next_run(kind: Kind[Obj, Req], client: TogetherRL, entry: journal.Entry, ident: str) -> None:
-    """The engine is gone before its answer: the entry keeps the id for the next run to take over. An id the
-    journal could not record would reach nobody: the object is then stopped, as after a failed create."""
-    try:
-        if not entry.unrecorded:
-            entry.leave(lifeline.GONE_NOTE)
-            return
-    except journal.Refused as exc:
-        log(
-            f"{kind.name} {ident}: the engine is gone and the create journal cannot keep the id ({exc.cause})"
-        )
-    sentence, stopped = _stop_after_failed_create(kind, client, ident)
-    if stopped:
-        entry.discard()
-    else:
-        entry.release()
-    log(f"{kind.name} {ident}: no state and no journal entry will hold it: {sentence}")
-
-
-def _post(
-    kind: Kind[Obj, Req], client: TogetherRL, request: Req, entry: journal.Entry, subject: str | None
-) -> Obj:
-    """POST the create through the client's reconciliation, the entry recording its snapshot and sends."""
-    try:
-        return kind.collection.create(client, request, entry)
-    except Exception as exc:
-        maybe = bool(getattr(exc, "maybe_created", False))
-        if not maybe:
-            entry.discard()  # refused, or nothing sent: nothing can be billing
-        cause, todo = explain(exc, "creating")
-        if isinstance(getattr(exc, "lookup_error", None), AmbiguousCreate):
-            todo = _none_proven(entry)  # another run would find the same look-alikes: only the user can tell
-        elif maybe:
-            todo = (
-                "Run `pulumi up` again on this machine: the create journal takes it over if it shows up and "
-                "can be told apart from others, and makes a new one only if nothing was made; elsewhere, "
-                + todo[0].lower()
-                + todo[1:]
-            )
-        raise UserError("creating", kind.name, subject, cause, todo) from exc
-
-
-def _take_over(
-    kind: Kind[Obj, Req],
-    client: TogetherRL,
-    request: Req,
-    inputs: Props,
-    entry: journal.Entry,
-    subject: str | None,
-) -> Obj | None:
-    """The active object an interrupted create of the same declaration made, if any (its entry is then
-    recorded in ``entry``), else None. Raises when it cannot tell (the API failed, several objects match, the
-    entry names an object that is not what is declared, or an entry of an earlier release cannot say whose
-    stack it was)."""
-    _unattributed(kind, client, entry, subject)
-    for old in journal.left_by_interrupted(entry):
-        if not old.claim():
-            continue  # a run still holds it (or another thread of this one took it first)
-        when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
-        try:
-            found = _interrupted_object(kind, client, request, inputs, old)
-        except UserError:
-            old.release()
-            raise
-        except AmbiguousCreate as exc:
-            old.release()
-            raise UserError(
-                "creating",
-                kind.name,
-                subject,
-                f"an interrupted `pulumi up` of this declaration ({when}) asked for it and never got the answer, "
-                f"and {exc}{_priced(kind, client, request)}",
-                _none_proven(old),
-            ) from exc
-        except Exception as exc:
-            # Could not look: creating now might make a second one. Leave the entry for the next run and stop.
-            old.release()
-            cause, _ = explain(exc)
-            raise UserError(
-                "creating",
-                kind.name,
-                old.id or subject,
-                f"an interrupted `pulumi up` ({when}) may have made this {kind.name}, and looking for it "
-                f"failed ({cause})",
-                "Run `pulumi up` again once the API answers: it takes the object over if it exists",
-            ) from exc
-        if found is not None and found.status not in kind.collection.ended:
-            entry.record(found.id)  # the proof carries over to this create's entry before the old one goes
-            old.discard()
-            how = (
-                "created it"
-                if old.id
-                else (
-                    "asked for one and never got the answer; this one is taken by a match, not an answer: it is the one "
-                    f"new {kind.name} that matches, made {_made_after(old, found)} after that POST was sent, "
-                    f"{format_elapsed(max(0.0, (datetime.now(timezone.utc) - _aware(found.created_at)).total_seconds()))} ago,"
-                )
-            )
-            log(
-                f"{kind.name} {found.id}: taking it over: an interrupted `pulumi up` of this declaration {how} "
-                f"at {when} and no state recorded it ({found.status.short}); waiting for {kind.target.short}. If "
-                "that `pulumi up` ended before the answer (Ctrl-C twice, a kill), its state keeps a pending create "
-                "of it: `pulumi refresh --clear-pending-creates --yes` clears that once this update is done"
-            )
-            if old.note == lifeline.GONE_NOTE:
-                log(SIGKILL_ADVICE)
-            return found
-        if old.id:
-            state = "not found" if found is None else found.status.short
-            log(f"{kind.name} {old.id}: an interrupted create made it at {when}; it is {state} now")
-            old.discard()  # proven gone (or another declaration's now): nothing of it is left billing
-        elif old.sends:
-            # Nothing it could have made shows up (or the API's clock hides it): kept, so that the orphan
-            # finder can still label what it made; its window is in the past, so it never matches again.
-            old.leave(
-                f"looked for at {journal.now_iso()} by a later create: nothing it could have made was found"
-            )
-        else:
-            old.discard()  # killed before its POST: it sent nothing
-    return None
-
-
-def _made_after(old: journal.Entry, found: ApiObject) -> str:
-    """How long after ``old``'s first send (its writer's clock) the API stamped ``found`` (its clock)."""
-    if not old.sends:
-        return "an unknown time"
-    seconds = (_aware(found.created_at) - min(old.sends)).total_seconds() - (old.clock_offset or 0.0)
-    return format_elapsed(max(0.0, seconds))
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-
-
-SIGKILL_ADVICE = (
-    "note: the `pulumi` command of that run was killed before it got the answer, so it may have left the stack "
-    "locked and a pending create in its state: if `pulumi up` said the stack is locked, `pulumi cancel` clears "
-    "the lock; once this update is done, `pulumi refresh --clear-pending-creates` clears the pending create"
-)
-
-
-def _interrupted_object(
-    kind: Kind[Obj, Req], client: TogetherRL, request: Req, inputs: Props, old: journal.Entry
-) -> Obj | None:
-    """What an interrupted create made: by id when it got that far, else by a strict unique match inside that
-    create's snapshot and POST window (None: it sent nothing, or nothing it made is active)."""
-    if old.id:
-        found = get_or_none(kind, client, old.id)
-        if found is not None and found.status not in kind.collection.ended:
-            # The entry is the proof, and an entry is a file: an object that is not what the declaration asks
-            # for was not made by its create, whatever the file says.
-            mismatched = kind.differences(inputs, found)
-            if mismatched:
-                raise UserError(
-                    "creating",
-                    kind.name,
-                    old.id,
-                    f"the create journal entry {old.path} says an interrupted `pulumi up` of this declaration made "
-                    f"it, but it is not what this declaration asks for ({'; '.join(mismatched)}), so it was not "
-                    "taken and nothing was created",
-                    f"If that entry is not yours, remove it (`python -m pulumi_together_rl journal prune "
-                    f"{old.path.stem}`) and run `pulumi up` again",
-                )
-        # Claimed for this create (a match is claimed by the lookup): two declarations never get one object.
-        return found if found is None or client.claim(found.id) else None
-    window = old.window()
-    if old.snapshot is None or window is None:
-        return None  # killed before its POST: nothing was sent
-    # A list can lag a create: right after the interrupted POST, its object may not be listed yet while a
-    # look-alike is. Look only once the list has had time to show it.
-    lag = (max(old.sends) + timedelta(seconds=client.list_lag)) - datetime.now(timezone.utc)
-    if lag.total_seconds() > 0:
-        time.sleep(lag.total_seconds())
-    attribution = Attribution(
-        frozenset(old.snapshot),
-        window,
-        offset=old.clock_offset,
-        claimed=old.claimed,
-        rivals=old.rivals,
-        claim=not old.refused,
-    )
-    found = kind.collection.find(client, request, attribution)
-    if found is not None and old.refused:
-        # The API answered that POST with its own failure: a look-alike is as likely a colleague's.
-        raise AmbiguousCreate(kind.name, [found], False, refused=True)
-    return found
-
-
-def _unattributed(
-    kind: Kind[Obj, Req], client: TogetherRL, entry: journal.Entry, subject: str | None
-) -> None:
-    """Entries an earlier release left for this owner and request without recording the stack's backend: what
-    they made may be this stack's or a namesake's in another backend. Nothing is taken and nothing created while
-    one may hold an active object; the user says whose it is."""
-    for old in journal.unattributed(entry):
-        if not old.sends and not old.id:
-            if old.claim():
-                old.discard()  # killed before its POST: it sent nothing
-            continue
-        when = old.started.strftime("%Y-%m-%d %H:%M:%S UTC")
-        if old.id:
-            found = get_or_none(kind, client, old.id)
-            if found is None or found.status in kind.collection.ended:
-                if old.claim():
-                    old.discard()  # proven gone: nothing of it is left billing
-                continue
-            what, todo = f"made {old.id} ({found.status.short})", f"set adopt_id to {old.id}"
-        else:
-            what, todo = "asked for one and never got the answer", "set adopt_id to the one it made"
-        raise UserError(
-            "creating",
-            kind.name,
-            subject,
-            f"an interrupted `pulumi up` of a declaration of this name ({when}), run by an earlier release that did "
-            f"not record the stack's backend, {what}: it may be this stack's or that of a stack of the same names "
-            "in another backend, so nothing was taken and nothing was created",
-            f"If it is this stack's, {todo} and run `pulumi up`; if not, run `python -m pulumi_together_rl journal "
-            f"dismiss {old.path.stem}` and `pulumi up` to create a new one",
-        )
-
-
-def _none_proven(entry: journal.Entry) -> str:
-    """What to do when several objects match a create whose answer was lost: the user tells which is theirs."""
-    return (
-        "If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, run "
-        f"`python -m pulumi_together_rl journal dismiss {entry.path.stem}` and `pulumi up` to create a new one"
-    )
-
-
-def _priced(kind: Kind[Obj, Req], client: TogetherRL, request: Req) -> str:
-    try:
-        price = kind.price(client, request)
-    except Exception:  # a price is a courtesy: the report goes out without it
-        return ""
-    return f"; each costs about {price}" if price else ""
-
-
-def _abandon(
-    kind: Kind[Obj, Req], client: TogetherRL, ident: str, exc: BaseException, entry: journal.Entry
-) -> NoReturn:
-    """After a failed create: stop what was made, then raise the error naming the id (``KeyboardInterrupt`` and
-    ``SystemExit`` are re-raised as they are, after the stop). A stop that failed leaves the entry, and the
-    object unclaimed, for the next create of the declaration (which may run in this process)."""
-    sentence, stopped = _stop_after_failed_create(kind, client, ident)
-    if stopped:
-        entry.discard()
-    else:
-        client.unclaim(ident)
-    if not isinstance(exc, Exception):
-        raise exc
-    cause, todo = explain(exc, "creating")
-    raise UserError("creating", kind.name, ident, cause, f"{sentence}. {todo}") from exc
-
-
-def _stop_after_failed_create(kind: Kind[Obj, Req], client: TogetherRL, ident: str) -> tuple[str, bool]:
-    """Stop the object a failed create made (a 404 tried again: it was just made); the sentence saying how that
-    went, and whether it is stopped. An accepted stop is checked (:func:`..stopping.took`)."""
-    name, path = kind.name, kind.path
-    by_hand = f"check it with GET {path}/{ident} and stop it if it is there (POST {path}/{ident}/stop)"
-    try:
-        outcome = stopping.stop(
-            kind.collection,
-            client,
-            ident,
-            window=STOP_PERSIST_WINDOW,
-            limit=f"a stop after a failed create tries for {format_elapsed(STOP_PERSIST_WINDOW)}",
-            young=True,
-            what=f"{name} {ident}: stopping it after the failed create",
-        )
-    except Exception as stop_exc:
-        cause, _ = explain(stop_exc)
-        log(f"{name} {ident}: create failed and stopping it failed: {cause}")
-        return f"Stopping it failed too ({cause}); {by_hand}", False
-    if outcome.outcome == stopping.NOT_FOUND_YET:
-        tried = f"{outcome.tries} times over {format_elapsed(outcome.seconds)}"
-        log(f"{name} {ident}: create failed; stopping it answered 404 (not found) {tried}")
-        return (
-            f"It may still exist: stopping it answered 404 (not found) {tried}, which can be the API's "
-            f"read-after-write lag; {by_hand}"
-        ), False
-    if outcome.outcome == stopping.ENDED:
-        state = outcome.last.status.short if outcome.last is not None else "gone"
-        log(f"{name} {ident}: create failed; it is already {state}")
-        return f"It is already {state}: {kind.stopped_note}", True
-    if outcome.outcome == stopping.REFUSED:
-        assert outcome.error is not None  # a refusal is what makes the outcome REFUSED
-        cause, _ = explain(outcome.error)
-        log(f"{name} {ident}: create failed and stopping it failed: {cause}")
-        return f"Stopping it failed too ({cause}); {by_hand}", False
-    if not stopping.took(kind.collection, client, ident):
-        log(f"{name} {ident}: create failed; stopping it was accepted, but it is still running")
-        return (
-            f"Stopping it was accepted {1 + len(stopping.STOP_CHECK_DELAYS)} times but did not take: it may "
-            f"still be running; {by_hand}"
-        ), False
-    log(f"{name} {ident}: create failed; stopped it")
-    return f"It has been stopped: {kind.stopped_note}", True
+    return transaction.create(kind, client, inputs, props, subject, settle)
 
 
 def _adopt(kind: Kind[Obj, Req], inputs: State, limit: tuple[float, str]) -> Made:
@@ -478,7 +123,7 @@ def _adopt(kind: Kind[Obj, Req], inputs: State, limit: tuple[float, str]) -> Mad
     name = kind.name
     client = process.api_client("adopting", name, ident)
     try:
-        live = get_or_none(kind, client, ident)
+        live = kind.find(client, ident)
         if live is None:
             raise UserError("adopting", name, ident, "it does not exist", f"Check adopt_id (GET {kind.path}), or remove it to create a new one")  # fmt: skip
         if live.status not in kind.adoptable:
@@ -498,23 +143,8 @@ def _adopt(kind: Kind[Obj, Req], inputs: State, limit: tuple[float, str]) -> Mad
         raise
     except Exception as exc:
         raise UserError("adopting", name, ident, *explain(exc, "adopting")) from exc
-    _settle_adopted(kind, client, inputs, ident)
+    transaction.settle_adopted(kind, client, inputs, ident)
     return Made(ident, kind.to_outputs(inputs, ready))
-
-
-def _settle_adopted(kind: Kind[Obj, Req], client: TogetherRL, inputs: Props, ident: str) -> None:
-    """``adopt_id`` named this declaration's object: the user's choice resolves the interrupted creates of the
-    declaration that got no answer (an ambiguity it was told to settle this way). Their windows must never hand a
-    look-alike to a later create of the declaration once the adopted object is gone. Entries with an id stay:
-    that id is proven this declaration's, and a later create takes it over if it is still there."""
-    body = secrecy.redacted(kind.to_request(inputs).to_wire(), inputs)
-    for old in journal.interrupted(kind.name, client.base_url, body, inputs.get(OWNER_KEY)):
-        if not old.id and old.claim():
-            old.discard()
-            log(
-                f"{kind.name} {ident}: adopted; dropped the journal entry of the interrupted create of this "
-                f"declaration at {old.started.strftime('%Y-%m-%d %H:%M:%S UTC')} (it got no answer)"
-            )
 
 
 def _limit(default: float, inputs: Props, custom: float | None, operation: str) -> tuple[float, str]:
@@ -612,7 +242,7 @@ def _get_young(kind: Kind[Obj, Req], client: TogetherRL, ident: str, props: Prop
     """GET; a 404 for a young object is tried again over a few seconds before it is believed."""
     delays = list(READ_RETRY_DELAYS) if young(props) else []
     while True:
-        found = get_or_none(kind, client, ident)
+        found = kind.find(client, ident)
         if found is not None or not delays:
             return found
         time.sleep(delays.pop(0))
@@ -758,14 +388,6 @@ def wait(
             sleep=lambda seconds: None,  # the watcher paces: fetch blocks until its next tick
             limit=limit,
         )
-
-
-def get_or_none(kind: Kind[Obj, Req], client: TogetherRL, ident: str) -> Obj | None:
-    """GET, with 404 as ``None`` (not-found is a state)."""
-    try:
-        return kind.collection.get(client, ident)
-    except errors.NotFound:
-        return None
 
 
 def age_of(props: Props) -> float | None:
