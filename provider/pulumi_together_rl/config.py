@@ -8,7 +8,12 @@ setting             Pulumi stack config          environment variable
 API key             ``together:apiKey`` (secret)  ``TOGETHER_API_KEY``
 base URL            ``together:baseUrl``          ``TOGETHER_BASE_URL``
 poll interval (s)   ``together:pollInterval``     ``TOGETHER_RL_POLL_INTERVAL``
+journal URL         ``together:journalUrl``       ``TOGETHER_RL_JOURNAL_URL`` (first)
 ==================  ===========================  =============================
+
+The journal URL is the one setting whose environment variable wins over the stack config: where the create
+journal lives is a property of the machines and the team (:mod:`.ownership.location`), and a CI job sets it once
+for every stack it runs.
 
 The stack config reaches a dynamic provider only through ``configure()`` (the provider process has no Pulumi
 engine to ask, and ``PULUMI_CONFIG`` is empty there), so :func:`configure` records it in a process-level
@@ -52,6 +57,9 @@ DEFAULT_POLL_INTERVAL = 10.0
 CONFIG_API_KEY = "together:apiKey"
 CONFIG_BASE_URL = "together:baseUrl"
 CONFIG_POLL_INTERVAL = "together:pollInterval"
+CONFIG_JOURNAL_URL = "together:journalUrl"
+SETTINGS = (CONFIG_API_KEY, CONFIG_BASE_URL, CONFIG_POLL_INTERVAL, CONFIG_JOURNAL_URL)
+"""Every stack config key the provider reads."""
 ENV_API_KEY = "TOGETHER_API_KEY"
 ENV_BASE_URL = "TOGETHER_BASE_URL"
 ENV_POLL_INTERVAL = "TOGETHER_RL_POLL_INTERVAL"
@@ -87,6 +95,9 @@ class Settings:
     """Where the key came from (``together:apiKey`` or ``TOGETHER_API_KEY``), for errors that blame it."""
     base_url_from: str | None = None
     """Where the base URL came from (``together:baseUrl``, ``TOGETHER_BASE_URL``), None for the default."""
+    journal_url: str | None = None
+    """The stack config's create journal URL (``together:journalUrl``), None when unset
+    (:mod:`.ownership.location` decides where the journal is)."""
 
 
 _lock = threading.Lock()
@@ -101,7 +112,7 @@ def configure(config: Any) -> None:
     ``together:*`` keys are kept; empty values count as unset.
     """
     values: dict[str, Any] = {}
-    for key in (CONFIG_API_KEY, CONFIG_BASE_URL, CONFIG_POLL_INTERVAL):
+    for key in SETTINGS:
         value = config.get(key) if config is not None else None
         if value is not None and value != "":
             values[key] = value
@@ -122,7 +133,7 @@ def program_config() -> Iterator[None]:
     so that a provider in the same process keeps its own."""
     from pulumi.runtime.config import get_config
 
-    token = _program.set({k: get_config(k) for k in (CONFIG_API_KEY, CONFIG_BASE_URL, CONFIG_POLL_INTERVAL)})
+    token = _program.set({k: get_config(k) for k in SETTINGS})
     try:
         yield
     finally:
@@ -162,6 +173,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         poll_interval=_poll_interval(pick(CONFIG_POLL_INTERVAL, ENV_POLL_INTERVAL)[0]),
         api_key_from=api_key_from,
         base_url_from=base_url_from,
+        journal_url=str(configured[CONFIG_JOURNAL_URL]) if configured.get(CONFIG_JOURNAL_URL) else None,
     )
 
 

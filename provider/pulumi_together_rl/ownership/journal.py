@@ -73,6 +73,11 @@ from typing import Any
 from .. import backend
 from ..backend import Backend
 from ..messages import UserError, progress_line
+from . import location, shared
+from .shared import LEASE_SECONDS, LeaseLost, SharedJournal, Taken
+from .stores import StoreError
+
+__all__ = ["LEASE_SECONDS", "LeaseLost", "Taken"]
 
 VERSION = 3
 
@@ -115,9 +120,21 @@ class Refused(UserError):
     """The journal cannot be used, so no create may start: its object could be neither recorded nor proven.
     ``cause`` and ``todo`` are the two halves of the user's sentence (a create says it in its own words)."""
 
-    def __init__(self, path: Path, cause: str, todo: str) -> None:
+    def __init__(self, path: Path | str, cause: str, todo: str) -> None:
         self.path = path
         super().__init__("using the create journal", "", None, cause, todo)
+
+
+class Unreachable(Refused):
+    """The shared journal's store cannot be used (unreachable, refused the credentials, not atomic)."""
+
+    def __init__(self, exc: StoreError) -> None:
+        super().__init__(
+            exc.location,
+            f"the create journal at {location.printable(exc.location)} cannot be used: {exc.cause}",
+            "Check that store and this machine's credentials for it (the ones the CLI uses for the stack's "
+            f"state), or set {location.ENV_URL} to a store this machine can write (docs/journal.md)",
+        )
 
 
 class Unwritable(Refused):
@@ -414,12 +431,33 @@ class Entry:
     unrecorded: bool = dataclasses.field(default=False, repr=False, compare=False)
     """This process knows an id the file could not record (a full disk after the POST)."""
     _fd: int | None = dataclasses.field(default=None, repr=False, compare=False)
+    shared: SharedJournal | None = dataclasses.field(default=None, repr=False, compare=False)
+    """The shared journal the entry is in (:mod:`.shared`); None: the local folder."""
+    lease: dict[str, Any] | None = dataclasses.field(default=None, repr=False, compare=False)
+    """In a shared journal: ``{holder, seconds, beat}`` as last read or written (``holder`` None: released)."""
+    version_seen: str | None = dataclasses.field(default=None, repr=False, compare=False)
+    """In a shared journal: the store's version of the entry as this process last read or wrote it."""
+    modified: datetime | None = dataclasses.field(default=None, repr=False, compare=False)
+    """In a shared journal: the store's clock of its last write, as listed."""
+    lost: bool = dataclasses.field(default=False, repr=False, compare=False)
+    """In a shared journal: this process's lease was taken over; it may act on the entry no more."""
+    writing: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     # -------------------------------------------------------------------------------- what it says
 
     @property
     def lock_path(self) -> Path:
         return self.path.with_suffix(".lock")
+
+    @property
+    def name(self) -> str:
+        """What the user names it by (``journal dismiss NAME``)."""
+        return self.path.stem
+
+    @property
+    def where(self) -> str:
+        """Where it is, for a sentence: its file, or its URL in a shared journal."""
+        return self.shared.where(self) if self.shared is not None else str(self.path)
 
     @property
     def request_key(self) -> str:
@@ -477,13 +515,44 @@ class Entry:
         with contextlib.suppress(Refused):
             self._write()
 
-    def record(self, ident: str) -> None:
-        """The POST answered (or the object was taken over): the object exists under ``ident``."""
+    def record(self, ident: str, taken_from: Entry | None = None) -> None:
+        """The POST answered (or the object was taken over from ``taken_from``): the object exists under
+        ``ident``. In a shared journal the id's claim is created first (:class:`Taken` when another entry holds
+        it); an id learned after losing the lease goes to an entry of its own (then :class:`LeaseLost`)."""
+        if self.shared is not None:
+            if self.lost:
+                self._keep_lost(ident)
+            try:
+                self.shared.bind(self, ident, taken_from)
+            except StoreError as exc:
+                raise Unreachable(exc) from exc
         self.id = ident
         self.state = State.CREATED
         if self.answered_at is None:
             self.answered_at = _now()
-        self._write()
+        try:
+            self._write()
+        except LeaseLost:
+            self._keep_lost(ident)
+
+    def _keep_lost(self, ident: str) -> None:
+        """An id this process learned after its lease was taken over: recorded in an entry of its own (released:
+        the next run, or the orphan finder, sees it), never in the entry it lost."""
+        assert self.shared is not None
+        kept = dataclasses.replace(
+            self,
+            path=Path(self.shared.key(self.request_key, uuid.uuid4().hex)),
+            id=ident,
+            state=State.CREATED,
+            note=f"made by a create that lost its lease on entry {self.name} (paused past it) at {now_iso()}",
+            lost=False,
+            writing=threading.Lock(),
+        )
+        with contextlib.suppress(StoreError, LeaseLost, Taken):
+            self.shared.create(kept)
+            self.shared.bind(kept, ident)
+            self.shared.write(kept, release=True)
+        raise LeaseLost(self.path.as_posix())
 
     def claimed(self) -> set[str]:
         """Ids that other entries hold: another declaration's proof (for the create's own lookups)."""
@@ -496,26 +565,51 @@ class Entry:
     def done(self) -> None:
         """The engine has the answer: keep the entry as the record that its id is claimed, and release it."""
         self.state = State.DONE
-        self._write()
-        self.release()
+        self._finish()
 
     def dismiss(self) -> None:
         """The user's word: nothing this create may have made is the declaration's. Kept (a rival to others)."""
         self.state = State.DISMISSED
         self.note = f"dismissed at {now_iso()}: none of the objects its take-over found is this declaration's"
+        self._finish()
+
+    def leave(self, note: str | None = None) -> None:
+        """Keep it for the next run (an object may be left) and release it: one write (a cancel's first act)."""
+        if note:
+            self.note = note
+        if note or self.shared is not None:
+            self._finish()
+        else:
+            self.release()
+
+    def _finish(self) -> None:
+        """Write what it says and release it, in one write in a shared journal (its lease goes with it)."""
+        if self.shared is not None:
+            try:
+                self.shared.write(self, release=True)
+            except StoreError as exc:
+                shared._unhold(self)  # the lease runs out by itself
+                raise Unreachable(exc) from exc
+            return
         self._write()
         self.release()
 
-    def leave(self, note: str | None = None) -> None:
-        """Keep it for the next run (an object may be left) and release it."""
-        if note:
-            self.note = note
-            self._write()
-        self.release()
+    def still_held(self) -> bool:
+        """Whether this process still holds it, asked right before an act only its holder may do (stopping
+        the object it made): renewed now in a shared journal; a local lock cannot be lost."""
+        if self.shared is not None:
+            return self.shared.still_held(self)
+        return True
 
     def drop(self) -> None:
         """The user's word (``journal prune``): remove the entry, whatever it records. Raises
         :class:`Unwritable` when it cannot be removed."""
+        if self.shared is not None:
+            try:
+                self.shared.remove(self)
+            except StoreError as exc:
+                raise Unreachable(exc) from exc
+            return
         try:
             for path in (self.path, self.lock_path):
                 with contextlib.suppress(FileNotFoundError):
@@ -527,6 +621,12 @@ class Entry:
 
     def discard(self) -> None:
         """Nothing is left billing: remove the entry (only its holder does)."""
+        if self.shared is not None:
+            if self.held() and not self.lost:
+                with contextlib.suppress(StoreError):
+                    self.shared.remove(self)  # else its lease runs out and the next run finds nothing made
+            shared._unhold(self)
+            return
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         with contextlib.suppress(FileNotFoundError):
@@ -536,11 +636,19 @@ class Entry:
     # -------------------------------------------------------------------------------- the lock
 
     def held(self) -> bool:
+        if self.shared is not None:
+            return shared.held(self)
         return self._fd is not None
 
     def claim(self) -> bool:
-        """Take the entry's lock for this process, once: False when another process or thread holds it, or
-        the entry is gone. Whoever holds it is the only one who acts on the entry."""
+        """Take the entry's lock (its lease, in a shared journal) for this process, once: False when another
+        process or thread holds it, or the entry is gone or changed. Whoever holds it is the only one who acts on
+        the entry."""
+        if self.shared is not None:
+            try:
+                return self.shared.claim(self)
+            except StoreError as exc:
+                raise Unreachable(exc) from exc
         if self._fd is not None:
             return True
         try:
@@ -573,7 +681,10 @@ class Entry:
             _holding[id(self)] = self
 
     def in_flight(self) -> bool:
-        """Whether a running process holds it (a create in progress, or one being taken over)."""
+        """Whether a running process holds it (a create in progress, or one being taken over; in a shared
+        journal: its lease is live, on any machine)."""
+        if self.shared is not None:
+            return self.shared.live(self)
         if self._fd is not None:
             return True
         try:
@@ -593,6 +704,12 @@ class Entry:
         return False
 
     def release(self) -> None:
+        if self.shared is not None:
+            if self.held() and not self.lost:
+                with contextlib.suppress(StoreError, LeaseLost):
+                    self.shared.write(self, release=True)
+            shared._unhold(self)
+            return
         with _lock:
             _holding.pop(id(self), None)
         if self._fd is not None:
@@ -627,6 +744,12 @@ class Entry:
         }
 
     def _write(self) -> None:
+        if self.shared is not None:
+            try:
+                self.shared.write(self)
+            except StoreError as exc:
+                raise Unreachable(exc) from exc
+            return
         folder = self.path.parent
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -775,7 +898,7 @@ def _within_depth(value: Any, limit: int) -> None:
             stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
 
 
-def _warn_malformed(path: Path, problem: str, warn: Callable[[str], None] | None) -> None:
+def _warn_malformed(path: Path | str, problem: str, warn: Callable[[str], None] | None) -> None:
     if warn is None:
         return
     with _lock:
@@ -788,9 +911,39 @@ def _warn_malformed(path: Path, problem: str, warn: Callable[[str], None] | None
     )
 
 
-def entries(warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
-    """Every readable entry, oldest first; an unreadable one is skipped with one warning (per process) naming
-    its file (``warn=None``: silently)."""
+def current() -> SharedJournal | None:
+    """The shared journal this process's creates use (:mod:`.location`), None for the local folder."""
+    where = location.locate()
+    return shared.at(where.url) if where.url else None
+
+
+def where() -> str:
+    """Where the journal is, for a sentence: its folder, or its URL."""
+    journal = current()
+    return location.printable(journal.location) if journal is not None else str(directory())
+
+
+def entries(warn: Callable[[str], None] | None = progress_line, request: str | None = None) -> list[Entry]:
+    """Every readable entry (of the request ``request``, a :func:`request_key`, when given), oldest first; an
+    unreadable one is skipped with one warning (per process) naming its file (``warn=None``: silently).
+    Raises :class:`Unreachable` when a shared journal's store cannot be read."""
+    journal = current()
+    if journal is not None:
+        try:
+            found = journal.entries(_parse_key, request, lambda key, why: _warn_malformed(key, why, warn))
+        except StoreError as exc:
+            raise Unreachable(exc) from exc
+        return sorted(found, key=lambda e: (e.started_at, e.path.name))
+    found = _local_entries(warn)
+    return [e for e in found if request is None or e.request_key == request]
+
+
+def _parse_key(key: str, data: Any) -> Entry:
+    _within_depth(data, MAX_DEPTH)
+    return _parse(Path(key), data)
+
+
+def _local_entries(warn: Callable[[str], None] | None) -> list[Entry]:
     folder = trusted_folder()
     if not folder.is_dir():
         return []
@@ -820,9 +973,12 @@ def begin(
     """Write the intent of a create and hold its lock, before anything is sent. ``stack_backend``: the backend
     of the stack the create is for (default: the one this process's command uses, :func:`.backend.locate`).
 
-    Raises :class:`Unwritable` when the folder cannot be written: then nothing may be sent."""
+    Raises :class:`Unwritable` (the folder) or :class:`Unreachable` (a shared journal's store) when the
+    journal cannot be written: then nothing may be sent."""
     folder = directory()
     where = stack_backend or backend.locate()
+    place = location.locate(where)
+    location.announce(place)
     entry = Entry(
         path=folder / f"{uuid.uuid4().hex}.json",
         kind=kind,
@@ -835,6 +991,17 @@ def begin(
         process=Process.this(),
         engine=_engine(),
     )
+    if place.url is not None:
+        journal = shared.at(place.url)
+        entry.path = Path(journal.key(entry.request_key, uuid.uuid4().hex))
+        entry.shared = journal
+        try:
+            journal.verify()
+            journal.create(entry)
+        except StoreError as exc:
+            raise Unreachable(exc) from exc
+        _prune_shared(journal, entry)
+        return entry
     trusted_folder(create=True)
     try:
         fd = _open_lock(entry.lock_path)
@@ -865,9 +1032,10 @@ def _engine() -> Process:
 
 
 def holding() -> list[Entry]:
-    """The entries this process holds now (its creates in flight)."""
+    """The entries this process holds now (its creates in flight, in the folder or a shared journal)."""
     with _lock:
-        return list(_holding.values())
+        local = list(_holding.values())
+    return local + shared.holding()
 
 
 def left_by_interrupted(entry: Entry, now: datetime | None = None) -> list[Entry]:
@@ -901,7 +1069,7 @@ def interrupted(
     now = now or _now()
     return [
         e
-        for e in entries()
+        for e in entries(request=request_key(kind, base_url, body))
         if e.path != exclude
         and e.version >= VERSION
         and e.state not in ENDED
@@ -909,6 +1077,30 @@ def interrupted(
         and e.age(now) < MAX_AGE
         and not e.in_flight()
     ]
+
+
+def live_leases(entry: Entry, now: datetime | None = None) -> list[Entry]:
+    """Unfinished entries of ``entry``'s declaration in a shared journal whose lease is live and that this
+    process does not hold: a create of it on another machine, at work or killed a moment ago."""
+    if entry.shared is None or not entry.owner:
+        return []
+    now = now or _now()
+    return [
+        e
+        for e in entries(request=entry.request_key)
+        if e.path != entry.path
+        and e.version >= VERSION
+        and e.state not in ENDED
+        and e.key == entry.key
+        and e.age(now) < MAX_AGE
+        and not e.held()
+        and e.in_flight()
+    ]
+
+
+def lease_left(entry: Entry) -> float:
+    """Seconds until the lease of a shared entry (as last read) runs out (0 for the local folder)."""
+    return max(0.0, entry.shared.expires_in(entry)) if entry.shared is not None else 0.0
 
 
 def unattributed(entry: Entry, now: datetime | None = None) -> list[Entry]:
@@ -920,7 +1112,7 @@ def unattributed(entry: Entry, now: datetime | None = None) -> list[Entry]:
     now = now or _now()
     return [
         e
-        for e in entries()
+        for e in entries(request=entry.request_key)
         if e.path != entry.path
         and e.version == 2
         and e.state not in ENDED
@@ -932,7 +1124,13 @@ def unattributed(entry: Entry, now: datetime | None = None) -> list[Entry]:
 
 
 def claimed_ids(exclude: Entry | None = None) -> set[str]:
-    """Every id an entry records (in flight, interrupted or done): another declaration's proof."""
+    """Every id an entry records (in flight, interrupted or done): another declaration's proof. In a shared
+    journal: every id claimed at ``exclude``'s API, but its own."""
+    if exclude is not None and exclude.shared is not None:
+        try:
+            return exclude.shared.claimed(exclude.base_url) - ({exclude.id} if exclude.id else set())
+        except StoreError as exc:
+            raise Unreachable(exc) from exc
     return {e.id for e in entries() if e.id and (exclude is None or e.path != exclude.path)}
 
 
@@ -943,7 +1141,7 @@ def rival_windows(
     POSTed could look exactly like what ``entry``'s POST made."""
     found = []
     mine = {e.path for e in holding()}  # this process's own creates are told apart by its claims and gate
-    for other in entries():
+    for other in entries(request=entry.request_key):
         if (
             other.path in mine
             or other.path == entry.path
@@ -984,3 +1182,20 @@ def _prune(exclude: Path) -> None:
         with contextlib.suppress(OSError):
             if time.time() - tmp.stat().st_mtime > 3600:
                 tmp.unlink()
+
+
+def _prune_shared(journal: SharedJournal, entry: Entry) -> None:
+    """:func:`_prune` in a shared journal, over the entries of ``entry``'s request only (what its create reads
+    anyway): the others are pruned by their own creates, or by ``journal prune``."""
+    with _lock:
+        last = _pruned.get(Path(journal.location))
+        if last is not None and time.monotonic() - last < PRUNE_EVERY:
+            return
+        _pruned[Path(journal.location)] = time.monotonic()
+    now = _now()
+    with contextlib.suppress(Refused, StoreError):
+        for old in entries(warn=None, request=entry.request_key):
+            if old.path == entry.path:
+                continue
+            if old.age(now) > (MAX_AGE if old.state in ENDED else FORGET_AFTER) and old.claim():
+                old.discard()

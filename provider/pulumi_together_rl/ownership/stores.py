@@ -28,8 +28,12 @@ import uuid
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    from obstore import UpdateVersion
+    from obstore.store import ClientConfig, RetryConfig
 
 BUCKET_SCHEMES = ("s3", "gs", "azblob")
 
@@ -253,8 +257,8 @@ class BucketStore(Store):
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         bucket, prefix = parts.netloc, parts.path.strip("/")
         self.location = f"{scheme}://{bucket}/{prefix}".rstrip("/")
-        retry = {"max_retries": 3, "retry_timeout": REQUEST_TIMEOUT}
-        options: dict[str, Any] = {"timeout": "15s", "connect_timeout": "5s"}
+        retry: RetryConfig = {"max_retries": 3, "retry_timeout": REQUEST_TIMEOUT}
+        options: ClientConfig = {"timeout": "15s", "connect_timeout": "5s"}
         if scheme == "s3":
             endpoint = query.get("endpoint", "")
             insecure = any(query.get(flag, "").lower() == "true" for flag in ("disableSSL", "disable_https"))
@@ -277,7 +281,9 @@ class BucketStore(Store):
         elif scheme == "gs":
             self._store = GCSStore(bucket, prefix=prefix or None, client_options=options, retry_config=retry)
         elif scheme == "azblob":
-            self._store = AzureStore(bucket, prefix=prefix or None, client_options=options, retry_config=retry)
+            self._store = AzureStore(
+                bucket, prefix=prefix or None, client_options=options, retry_config=retry
+            )
         else:
             raise StoreError(url, "it is not an s3://, gs:// or azblob:// URL")
 
@@ -357,11 +363,9 @@ def _version(meta: Any) -> str:
     return f"{etag}#{generation}" if generation else etag
 
 
-def _update_mode(version: str) -> dict[str, str]:
+def _update_mode(version: str) -> UpdateVersion:
     etag, _, generation = version.partition("#")
-    mode = {"e_tag": etag}
+    mode: UpdateVersion = {"e_tag": etag}
     if generation:
         mode["version"] = generation
     return mode
-
-

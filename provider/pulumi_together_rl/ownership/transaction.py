@@ -84,7 +84,10 @@ class CreateTransaction(Generic[Obj, Req]):
                 "creating", self.kind.name, self.subject, exc.cause, f"{exc.todo}; nothing was created"
             ) from None
         try:
-            created = self._take_over() or self._post()
+            try:
+                created = self._take_over() or self._post()
+            except journal.LeaseLost:
+                self._lost(None)
             try:
                 # Everything after the POST is inside the try: nothing may leave the object running and unrecorded.
                 if self.entry.id != created.id:
@@ -94,6 +97,8 @@ class CreateTransaction(Generic[Obj, Req]):
                         f"{self.kind.target.short}"
                     )
                 ready = settle(created)
+            except journal.LeaseLost:
+                self._lost(created.id)
             except BaseException as exc:
                 if lifeline.gone():
                     self._leave_for_next_run(created.id)  # nobody will get an answer
@@ -104,10 +109,26 @@ class CreateTransaction(Generic[Obj, Req]):
             else:
                 self._done(created.id)
             return ready
+        except journal.LeaseLost:
+            self._lost(created.id)
         finally:
             if self.entry.state == journal.State.INTENT:
                 self.entry.discard()  # nothing was sent: nothing can be billing
             self.entry.release()  # whatever is left of it stays in the journal for the next run
+
+    def _lost(self, ident: str | None) -> NoReturn:
+        """This create's lease was taken over while it could not renew it (paused, cut off from the store): the
+        run that took it over owns the object now. Nothing is stopped, nothing marked done."""
+        what = f"its object ({ident}) and " if ident else ""
+        raise UserError(
+            "creating",
+            self.kind.name,
+            ident or self.subject,
+            f"this run lost its create journal lease (it could not renew it for {journal.LEASE_SECONDS:g} s: paused, "
+            f"or cut off from {journal.where()}) and another run took the create over, so {what}the entry are that "
+            "run's; nothing was stopped or marked done here",
+            "Let the other run finish, then run `pulumi preview` to see the stack as it left it",
+        )
 
     def _record(self, ident: str) -> None:
         """Record the id the POST answered. An entry that cannot be written (a full disk) fails nothing: the id goes
@@ -128,6 +149,8 @@ class CreateTransaction(Generic[Obj, Req]):
         """The engine is getting the answer: the entry becomes the record that the id is claimed."""
         try:
             self.entry.done()
+        except journal.LeaseLost:
+            raise
         except journal.Refused as exc:
             self.entry.release()
             log(
@@ -180,6 +203,7 @@ class CreateTransaction(Generic[Obj, Req]):
         self.entry names an object that is not what is declared, or an entry of an earlier release cannot say whose
         stack it was)."""
         self._unattributed()
+        self._await_leases()
         for old in journal.left_by_interrupted(self.entry):
             if not old.claim():
                 continue  # a run still holds it (or another thread of this one took it first)
@@ -212,9 +236,22 @@ class CreateTransaction(Generic[Obj, Req]):
                     "Run `pulumi up` again once the API answers: it takes the object over if it exists",
                 ) from exc
             if found is not None and found.status not in self.kind.collection.ended:
-                self.entry.record(
-                    found.id
-                )  # the proof carries over to this create's entry before the old one goes
+                try:
+                    # The proof carries over to this create's entry before the old one goes.
+                    self.entry.record(found.id, taken_from=old)
+                except journal.Taken as exc:
+                    old.release()
+                    self.client.unclaim(found.id)
+                    raise UserError(
+                        "creating",
+                        self.kind.name,
+                        found.id,
+                        f"it matched what an interrupted `pulumi up` of this declaration ({when}) asked for, but "
+                        f"{exc.claim.get('owner') or 'another create'} recorded it first, so it was not taken and "
+                        "nothing was created",
+                        "Run `pulumi up` again: it looks again, and creates a new one only if nothing of this "
+                        "declaration's is left",
+                    ) from None
                 old.discard()
                 how = (
                     "created it"
@@ -248,6 +285,33 @@ class CreateTransaction(Generic[Obj, Req]):
                 old.discard()  # killed before its POST: it sent nothing
         return None
 
+    def _await_leases(self) -> None:
+        """An interrupted create of this declaration whose lease is still live (a runner killed a moment ago, in
+        a shared journal) is waited for until its lease runs out: it is taken over then, never while live. One that
+        is renewed meanwhile is a run at work: nothing is created beside it."""
+        live = journal.live_leases(self.entry)
+        if not live:
+            return
+        wait = max(journal.lease_left(e) for e in live)
+        log(
+            f"{self.kind.name}: an earlier create of this declaration holds a live create journal lease "
+            f"({live[0].describe()}); waiting up to {format_elapsed(wait)} for it to end or run out"
+        )
+        deadline = time.monotonic() + wait + 1.0
+        while time.monotonic() < deadline and live:
+            time.sleep(min(2.0, max(0.2, deadline - time.monotonic())))
+            live = journal.live_leases(self.entry)
+        if live:
+            raise UserError(
+                "creating",
+                self.kind.name,
+                live[0].id or self.subject,
+                f"another run is creating this declaration now ({live[0].describe()}), and its create journal lease "
+                "is still being renewed, so nothing was taken and nothing was created",
+                "Let that run finish; if it is gone, its lease runs out within "
+                f"{format_elapsed(journal.LEASE_SECONDS)}: run `pulumi up` again then",
+            )
+
     def _interrupted_object(self, old: journal.Entry) -> Obj | None:
         """What an interrupted create made: by id when it got that far, else by a strict unique match inside that
         create's snapshot and POST window (None: it sent nothing, or nothing it made is active)."""
@@ -262,11 +326,11 @@ class CreateTransaction(Generic[Obj, Req]):
                         "creating",
                         self.kind.name,
                         old.id,
-                        f"the create journal entry {old.path} says an interrupted `pulumi up` of this declaration made "
+                        f"the create journal entry {old.where} says an interrupted `pulumi up` of this declaration made "
                         f"it, but it is not what this declaration asks for ({'; '.join(mismatched)}), so it was not "
                         "taken and nothing was created",
                         f"If that entry is not yours, remove it (`python -m pulumi_together_rl journal prune "
-                        f"{old.path.stem}`) and run `pulumi up` again",
+                        f"{old.name}`) and run `pulumi up` again",
                     )
             # Claimed for this create (a match is claimed by the lookup): two declarations never get one object.
             return found if found is None or self.client.claim(found.id) else None
@@ -319,7 +383,7 @@ class CreateTransaction(Generic[Obj, Req]):
                 f"not record the stack's backend, {what}: it may be this stack's or that of a stack of the same names "
                 "in another backend, so nothing was taken and nothing was created",
                 f"If it is this stack's, {todo} and run `pulumi up`; if not, run `python -m pulumi_together_rl journal "
-                f"dismiss {old.path.stem}` and `pulumi up` to create a new one",
+                f"dismiss {old.name}` and `pulumi up` to create a new one",
             )
 
     def _priced(self) -> str:
@@ -332,7 +396,10 @@ class CreateTransaction(Generic[Obj, Req]):
     def _abandon(self, ident: str, exc: BaseException) -> NoReturn:
         """After a failed create: stop what was made, then raise the error naming the id (``KeyboardInterrupt`` and
         ``SystemExit`` are re-raised as they are, after the stop). A stop that failed leaves the entry, and the
-        object unclaimed, for the next create of the declaration (which may run in this process)."""
+        object unclaimed, for the next create of the declaration (which may run in this process). A create that
+        lost its lease stops nothing: the run that took it over owns the object."""
+        if not self.entry.still_held():
+            self._lost(ident)
         sentence, stopped = self._stop_after_failed_create(ident)
         if stopped:
             self.entry.discard()
@@ -411,7 +478,7 @@ def _none_proven(entry: journal.Entry) -> str:
     """What to do when several objects match a create whose answer was lost: the user tells which is theirs."""
     return (
         "If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, run "
-        f"`python -m pulumi_together_rl journal dismiss {entry.path.stem}` and `pulumi up` to create a new one"
+        f"`python -m pulumi_together_rl journal dismiss {entry.name}` and `pulumi up` to create a new one"
     )
 
 

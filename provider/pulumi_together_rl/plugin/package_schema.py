@@ -243,6 +243,12 @@ CONFIG = {
         "description": "The longest pause, in seconds, between two polls of a wait. Unset: "
         "`TOGETHER_RL_POLL_INTERVAL`, else 10.",
     },
+    "journalUrl": {
+        "type": "string",
+        "description": "Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, "
+        "or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the "
+        "backend is a bucket, else this machine's folder (docs/journal.md).",
+    },
 }
 
 

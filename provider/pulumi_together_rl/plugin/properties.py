@@ -72,7 +72,7 @@ def in_words(text: str) -> str:
     return names().sub(lambda m: camel(m.group(0)), text)
 
 
-_CONFIG = re.compile(r"(?<![\w-])together:(apiKey|baseUrl|pollInterval)\b")
+_CONFIG = re.compile(r"(?<![\w-])together:(apiKey|baseUrl|pollInterval|journalUrl)\b")
 
 
 @functools.cache

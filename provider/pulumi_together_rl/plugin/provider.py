@@ -71,7 +71,7 @@ PLAIN_KEY_WARNING = (
 )
 
 CONFIG_KEYS = {"apiKey": config.CONFIG_API_KEY, "baseUrl": config.CONFIG_BASE_URL,
-               "pollInterval": config.CONFIG_POLL_INTERVAL}  # fmt: skip
+               "pollInterval": config.CONFIG_POLL_INTERVAL, "journalUrl": config.CONFIG_JOURNAL_URL}  # fmt: skip
 """The plugin's provider config -> the core's settings (the same environment fallbacks follow in
 :func:`~..config.current`)."""
 
