@@ -229,11 +229,11 @@ from harness.engine import (  # noqa: E402
 )
 
 from pulumi_together_rl import backend, lifeline  # noqa: E402
-from pulumi_together_rl.ownership import journal  # noqa: E402
 from pulumi_together_rl.client import TogetherRL  # noqa: E402
 from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
 from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402
 from pulumi_together_rl.emulator.settings import key_digest  # noqa: E402
+from pulumi_together_rl.ownership import journal  # noqa: E402
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider  # noqa: E402
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider  # noqa: E402
 

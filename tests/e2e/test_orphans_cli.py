@@ -30,10 +30,10 @@ import yaml
 from harness.cli import ROOT, active, provider_pids, wait_until
 from harness.faces import PLUGIN
 
-from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.__main__ import build_parser, main
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+from pulumi_together_rl.ownership import journal
 
 SWEEP = ROOT / "examples" / "sweep"
 MODEL = "Qwen/Qwen3.5-4B"

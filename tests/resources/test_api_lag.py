@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.ownership import journal
 
 from .conftest import MODEL
 

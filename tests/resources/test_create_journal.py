@@ -22,9 +22,9 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
-from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
 from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.ownership import journal
 
 from .conftest import MODEL, OWNER
 
@@ -32,6 +32,32 @@ RESOURCES = "/v1/rl/model-resources"
 SESSIONS = "/v1/rl/training-sessions"
 GPU = OWNER + "gpu"
 REQUEST = ModelResourceCreateRequest(base_model=MODEL)
+
+
+# Where the journal is: every behaviour holds in this machine's folder and in a bucket shared by machines, but
+# those that name the folder's own mechanisms (a lock file held by a process, a file on disk); the bucket's
+# equivalents (a live lease, an entry in the bucket) are in test_shared_journal.py.
+FOLDER_ONLY = {
+    "test_an_entry_a_running_process_holds_is_left_alone",
+    "test_an_entry_whose_taker_was_killed_stays_visible_and_the_next_run_takes_it_over",
+    "test_an_unwritable_journal_folder_fails_before_the_post_naming_the_folder",
+    "test_malformed_entries_are_skipped_with_one_warning_naming_the_file",
+    "test_entries_are_claimed_once_across_processes",
+}
+
+
+def pytest_generate_tests(metafunc):
+    if "journal_at" in metafunc.fixturenames:
+        places = ["folder"] if metafunc.function.__name__ in FOLDER_ONLY else ["folder", "bucket"]
+        metafunc.parametrize("journal_at", places)
+
+
+@pytest.fixture(autouse=True)
+def journal_at(request):
+    """``folder`` or ``bucket`` (the journal in a bucket of a loopback S3 server)."""
+    if request.param == "bucket":
+        request.getfixturevalue("journal_in_bucket")
+    return request.param
 
 
 def left_entry(rig, request, owner=GPU, *, ident=None, sent=True, kind="model resource", base_url=None):

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.client.models import ModelResourceCreateRequest
 from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.ownership import journal
 
 from .conftest import OWNER
 from .test_create_journal import REQUEST, RESOURCES, active, left_entry, made_elsewhere

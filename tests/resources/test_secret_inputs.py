@@ -8,8 +8,8 @@ import json
 import pytest
 
 from pulumi_together_rl import messages
-from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.ownership import journal
 
 from .conftest import OWNER
 

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.__main__ import main
+from pulumi_together_rl.ownership import journal
 
 BASE = "https://api.test"
 BODY = {"base_model": "Qwen/Qwen3.5-4B"}

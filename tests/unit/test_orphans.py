@@ -17,10 +17,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from pulumi_together_rl import orphans, ours
-from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.__main__ import build_parser
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+from pulumi_together_rl.ownership import journal
 
 MODEL = "Qwen/Qwen3.5-4B"
 RESOURCE_TYPE = "pulumi-python:dynamic/together:ModelResource"

@@ -74,10 +74,10 @@ from .. import backend
 from ..backend import Backend
 from ..messages import UserError, progress_line
 from . import location, shared
-from .shared import LEASE_SECONDS, LeaseLost, SharedJournal, Taken
+from .shared import LeaseLost, SharedJournal, Taken, lease_seconds
 from .stores import StoreError
 
-__all__ = ["LEASE_SECONDS", "LeaseLost", "Taken"]
+__all__ = ["LeaseLost", "Taken", "lease_seconds"]
 
 VERSION = 3
 

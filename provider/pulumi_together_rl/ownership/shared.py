@@ -2,7 +2,7 @@
 on a shared mount): the same entries as the local folder, with a lease for liveness and a claim per id.
 
 **Leases.** Across machines there is no ``flock`` and no process to look at. An entry held by a running create
-carries a lease (``lease: {holder, seconds, beat}``): the create rewrites it every :data:`RENEW_EVERY` seconds
+carries a lease (``lease: {holder, seconds, beat}``): the create rewrites it every :func:`renew_every` seconds
 by compare-and-swap (``beat`` changes every time, so that the version does). It is live while the store's clock
 of its last write (``Last-Modified``, a folder's ``mtime``) is less than ``seconds`` (+ :data:`CLOCK_MARGIN`) in
 the past, measured on the store's clock as this process estimates it from its own write at first use (no
@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -42,10 +43,25 @@ if TYPE_CHECKING:
 
 LEASE_SECONDS = 30.0
 """How long a lease lives without renewal. A runner killed mid-create (SIGKILL, a deleted VM) blocks the next
-create of its declaration for at most this long; a create paused for longer loses its entry."""
+create of its declaration for at most this long; a create paused for longer loses its entry. The writer's value
+is recorded in the entry, and that is what every reader judges it by."""
 
-RENEW_EVERY = 5.0
-"""Seconds between two renewals: six chances per lease, so a slow or failed request does not lose it."""
+ENV_LEASE = "TOGETHER_RL_LEASE_SECONDS"
+"""Overrides :data:`LEASE_SECONDS` (tests use a few seconds; a store far away may want more)."""
+
+
+def lease_seconds() -> float:
+    try:
+        value = float(os.environ.get(ENV_LEASE) or LEASE_SECONDS)
+    except ValueError:
+        return LEASE_SECONDS
+    return value if value >= 1.0 else LEASE_SECONDS
+
+
+def renew_every() -> float:
+    """Seconds between two renewals: six chances per lease, so a slow or failed request does not lose it."""
+    return lease_seconds() / 6
+
 
 CLOCK_MARGIN = 2.0
 """Seconds added to a lease before it counts as expired: the store's ``Last-Modified`` has one-second resolution
@@ -128,7 +144,7 @@ class SharedJournal:
 
     def create(self, entry: Entry) -> None:
         """Write a new entry, held by this process (its intent)."""
-        entry.lease = {"holder": uuid.uuid4().hex, "seconds": LEASE_SECONDS, "beat": 0}
+        entry.lease = {"holder": uuid.uuid4().hex, "seconds": lease_seconds(), "beat": 0}
         version = self.store.create(entry.path.as_posix(), self._body(entry))
         if version is None:
             raise StoreError(self.location, f"the new entry {entry.path.as_posix()} already existed")
@@ -187,7 +203,7 @@ class SharedJournal:
             return False
         lease = {
             "holder": uuid.uuid4().hex,
-            "seconds": LEASE_SECONDS,
+            "seconds": lease_seconds(),
             "beat": int((entry.lease or {}).get("beat") or 0) + 1,
         }
         before = entry.lease
@@ -347,7 +363,7 @@ def holding() -> list[Entry]:
 
 def _renew_forever() -> None:
     while True:
-        time.sleep(RENEW_EVERY)
+        time.sleep(renew_every())
         with _held_lock:
             holding = list(_held.values())
         for entry in holding:

@@ -23,6 +23,7 @@ import dataclasses
 import fcntl
 import hashlib
 import os
+import re
 import tempfile
 import uuid
 from abc import ABC, abstractmethod
@@ -288,14 +289,18 @@ class BucketStore(Store):
             raise StoreError(url, "it is not an s3://, gs:// or azblob:// URL")
 
     def _fail(self, exc: Exception) -> StoreError:
-        name = type(exc).__name__
-        text = str(exc).split("\n", 1)[0]
-        if "Unauthenticated" in name or "PermissionDenied" in name or " 403" in text or " 401" in text:
-            cause = f"it refused this machine's credentials ({text})"
+        name, text = type(exc).__name__, str(exc)
+        # obstore's messages run to several lines of request detail: the status and the store's error code are
+        # what a person acts on.
+        status = re.search(r"status code: (\d{3}[A-Za-z ]*)", text)
+        code = re.search(r"<Code>([^<]{1,64})</Code>", text)
+        said = "; ".join(m.group(1).strip() for m in (status, code) if m) or text.split("\n", 1)[0][-200:]
+        if "Unauthenticated" in name or "PermissionDenied" in name or re.search(r"\b40[13]\b", said):
+            cause = f"it refused this machine's credentials ({said})"
         elif isinstance(exc, FileNotFoundError) or "NotFound" in name:
-            cause = f"it does not exist ({text})"
+            cause = f"it does not exist ({said})"
         else:
-            cause = f"it could not be reached ({text})"
+            cause = f"it could not be reached ({said})"
         return StoreError(self.location, cause)
 
     def create(self, key: str, data: bytes) -> str | None:

@@ -124,7 +124,7 @@ class CreateTransaction(Generic[Obj, Req]):
             "creating",
             self.kind.name,
             ident or self.subject,
-            f"this run lost its create journal lease (it could not renew it for {journal.LEASE_SECONDS:g} s: paused, "
+            f"this run lost its create journal lease (it could not renew it for {journal.lease_seconds():g} s: paused, "
             f"or cut off from {journal.where()}) and another run took the create over, so {what}the entry are that "
             "run's; nothing was stopped or marked done here",
             "Let the other run finish, then run `pulumi preview` to see the stack as it left it",
@@ -309,7 +309,7 @@ class CreateTransaction(Generic[Obj, Req]):
                 f"another run is creating this declaration now ({live[0].describe()}), and its create journal lease "
                 "is still being renewed, so nothing was taken and nothing was created",
                 "Let that run finish; if it is gone, its lease runs out within "
-                f"{format_elapsed(journal.LEASE_SECONDS)}: run `pulumi up` again then",
+                f"{format_elapsed(journal.lease_seconds())}: run `pulumi up` again then",
             )
 
     def _interrupted_object(self, old: journal.Entry) -> Obj | None:

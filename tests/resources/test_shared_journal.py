@@ -1,0 +1,285 @@
+"""The create journal in a bucket shared by machines: leases, claims, and where it is found.
+
+The bucket is a real S3-compatible server on loopback (moto, ``journal_in_bucket``); another machine's create is a
+real process with its own provider (``Creator``), paused with SIGSTOP or killed with SIGKILL. Every behaviour of
+the journal itself also runs on the bucket in test_create_journal.py; the CLI scenarios (runners thrown away, a
+CI cancel) are in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.ownership import journal, location, stores
+
+from .conftest import MODEL, OWNER
+
+RESOURCES = "/v1/rl/model-resources"
+GPU = OWNER + "gpu"
+
+CREATOR = """
+import sys
+from pulumi.dynamic import Config, ConfigureRequest
+from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
+
+provider = _ModelResourceProvider()
+provider.configure(ConfigureRequest(config=Config(
+    raw_config={"together:apiKey": sys.argv[1], "together:baseUrl": sys.argv[2]}, project_name="test")))
+checked = provider.check({}, {"base_model": sys.argv[3], "owner": sys.argv[4]})
+try:
+    print("CREATED", provider.create(checked.inputs).id, flush=True)
+except Exception as exc:
+    print("FAILED", exc, flush=True)
+"""
+
+
+class Creator:
+    """Another machine's create of the rig's ``gpu`` declaration: a process of its own, same bucket."""
+
+    def __init__(self, rig, owner: str = GPU) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", CREATOR, rig.emulator.api_key, rig.emulator.base_url, MODEL, owner],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "TOGETHER_RL_POLL_INTERVAL": "0.05"},
+        )
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.process.pid, signum)
+
+    def result(self, timeout: float = 60) -> tuple[str, str]:
+        out, err = self.process.communicate(timeout=timeout)
+        return out.strip(), err
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+
+def wait_for(predicate, timeout: float = 30, what: str = "it"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def recorded_ids() -> list[str]:
+    return [e.id for e in journal.entries(warn=None) if e.id]
+
+
+def bucket_keys(url: str) -> list[str]:
+    return sorted(item.key for item in stores.open_store(url).listing(""))
+
+
+def active(rig) -> list[dict]:
+    gone = ("STOPPING", "STOPPED", "ERROR")
+    return [o for o in rig.control.state()["model_resources"] if not o["status"].endswith(gone)]
+
+
+@pytest.fixture
+def slow_ready(rig):
+    """Model resources stay PENDING until the test moves the emulator's clock."""
+    rig.control.configure(timings={"resource_pending": 3600.0})
+    return rig
+
+
+# ---------------------------------------------------------------------------------------- where it is
+
+
+def test_every_entry_and_claim_is_in_the_bucket_and_none_in_the_folder(rig, journal_in_bucket):
+    created = rig.create_resource()
+    keys = bucket_keys(journal_in_bucket)
+    assert [k for k in keys if k.startswith("entries/")] and all(
+        k.endswith(".json") for k in keys if "entries/" in k
+    )
+    assert [k.rsplit("/", 1)[1] for k in keys if k.startswith("claims/")] == [created.id]
+    assert not journal.directory().exists() or list(journal.directory().iterdir()) == []
+    (entry,) = journal.entries()
+    assert entry.state == journal.State.DONE and entry.id == created.id
+    assert entry.lease is not None and entry.lease["holder"] is None  # released with its last write
+
+
+def test_with_a_bucket_backend_the_journal_is_beside_its_state_without_configuration(
+    rig, journal_in_bucket, monkeypatch, capsys
+):
+    """Nothing names the journal: the stack's backend is a bucket, so the journal is
+    ``<backend>/.together-rl/journal`` in it, never this machine's folder."""
+    monkeypatch.delenv("TOGETHER_RL_JOURNAL_URL")
+    bucket_url = journal_in_bucket.split("?", 1)[0].rsplit("/", 1)[0]  # s3://journal-xxx
+    query = journal_in_bucket.split("?", 1)[1]
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"{bucket_url}/state?{query}")
+    location.reset()
+
+    created = rig.create_resource()
+
+    state_side = bucket_keys(f"{bucket_url}/state?{query}")
+    assert [k for k in state_side if k.startswith(".together-rl/journal/claims/")] == [
+        f".together-rl/journal/claims/{k.rsplit('/', 2)[1]}/{created.id}"
+        for k in state_side
+        if k.startswith(".together-rl/journal/claims/")
+    ]
+    assert any(k.startswith(".together-rl/journal/entries/") for k in state_side)
+    assert not journal.directory().exists() or list(journal.directory().iterdir()) == []
+    err = capsys.readouterr().err
+    assert err.count("create journal: s3://") == 1 and "beside the stack's state" in err
+
+
+def test_a_local_journal_under_ci_says_once_that_it_is_lost_with_the_runner(rig, monkeypatch, capsys):
+    monkeypatch.setenv("CI", "true")
+    location.reset()
+    rig.create_resource()
+    rig.create_resource()
+    err = capsys.readouterr().err
+    assert err.count("a CI runner that is thrown away loses it") == 1
+    assert "TOGETHER_RL_JOURNAL_URL" in err
+
+
+# ---------------------------------------------------------------------------------------- leases
+
+
+def test_a_live_lease_is_never_taken_over_and_a_killed_holders_lease_runs_out(slow_ready, journal_in_bucket):
+    """Another machine's create is at work (its lease renewed): this create waits for it, then refuses and
+    creates nothing. Once that machine is killed, its lease runs out and the next create takes the object over
+    by its recorded id, without a POST."""
+    rig = slow_ready
+    other = Creator(rig)
+    try:
+        made = wait_for(recorded_ids, what="the other create's id")[0]
+        rig.control.clear_requests()
+        with pytest.raises(UserError) as refused:
+            rig.create_resource()
+        assert "another run is creating this declaration now" in str(refused.value)
+        assert rig.posts(RESOURCES) == [] and [o["id"] for o in active(rig)] == [made]
+
+        other.signal(signal.SIGKILL)
+        other.kill()
+        rig.control.advance(3600)
+        taken = rig.create_resource()
+        assert taken.id == made and rig.posts(RESOURCES) == []
+        assert [o["id"] for o in active(rig)] == [made]
+    finally:
+        other.kill()
+
+
+def test_a_straggler_that_lost_its_lease_never_marks_done_or_stops(slow_ready, journal_in_bucket):
+    """A create paused (SIGSTOP) past its lease: another run takes its object over. When it wakes up, every write
+    it tries fails: it says so, stops nothing, and leaves the journal as the taker left it."""
+    rig = slow_ready
+    straggler = Creator(rig)
+    try:
+        made = wait_for(recorded_ids, what="the straggler's id")[0]
+        straggler.signal(signal.SIGSTOP)
+        time.sleep(journal.lease_seconds() + 3)
+        rig.control.advance(3600)
+        taken = rig.create_resource()
+        assert taken.id == made
+        straggler.signal(signal.SIGCONT)
+        out, err = straggler.result()
+    finally:
+        straggler.kill()
+    assert out.startswith("FAILED") and "lost its create journal lease" in out
+    assert "stopping it" not in err
+    assert [o["id"] for o in active(rig)] == [made]
+    (entry,) = journal.entries()  # the taker's record only: the straggler wrote nothing after losing
+    assert entry.state == journal.State.DONE and entry.id == made and entry.owner == GPU
+
+
+# ---------------------------------------------------------------------------------------- claims
+
+
+def test_two_declarations_on_two_machines_never_bind_one_id(rig, journal_in_bucket):
+    """Eight processes, each another declaration's create, record the same id at once: one claim wins."""
+    code = (
+        "import sys, time\n"
+        "from pulumi_together_rl.ownership import journal\n"
+        f"entry = journal.begin('model resource', {rig.emulator.base_url!r}, {{'base_model': 'm'}}, sys.argv[2])\n"
+        "time.sleep(max(0, float(sys.argv[1]) - time.time()))\n"
+        "try:\n"
+        "    entry.record('mr-contested'); print('bound', flush=True)\n"
+        "except journal.Taken:\n"
+        "    print('taken', flush=True)\n"
+    )
+    start = str(time.time() + 3)
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, start, f"{OWNER}rival-{i}"], stdout=subprocess.PIPE, text=True
+        )
+        for i in range(8)
+    ]
+    answers = sorted(r.communicate(timeout=60)[0].strip() for r in racers)
+    assert answers == ["bound"] + ["taken"] * 7
+    holders = [e.owner for e in journal.entries() if e.id == "mr-contested"]
+    assert len(holders) == 1
+
+
+# ---------------------------------------------------------------------------------------- a store it cannot use
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """An S3 endpoint that reads but refuses every write with S3's own 403 (a read-only or wrong credential)."""
+
+    def _answer(self, status: int, body: bytes, content_type: str = "application/xml") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        listing = b'<?xml version="1.0"?><ListBucketResult><KeyCount>0</KeyCount></ListBucketResult>'
+        self._answer(200, listing)
+
+    def do_PUT(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer(403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_endpoint():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("store", ["closed port", "missing bucket", "read-only"])
+def test_a_bucket_it_cannot_write_fails_the_create_before_its_post_naming_the_url(
+    rig, journal_in_bucket, journal_bucket_server, refusing_endpoint, monkeypatch, store
+):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    url = {
+        "closed port": f"s3://journal/team?endpoint=http://127.0.0.1:{closed}&region=us-east-1",
+        "missing bucket": f"s3://no-such-bucket/team?endpoint={journal_bucket_server}&region=us-east-1",
+        "read-only": f"s3://journal/team?endpoint={refusing_endpoint}&region=us-east-1",
+    }[store]
+    monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", url)
+    rig.control.clear_requests()
+    with pytest.raises(UserError) as failed:
+        rig.create_resource()
+    text = str(failed.value)
+    assert text.startswith("creating model resource") and "s3://" in text and "/team" in text
+    assert "nothing was created" in text and "TOGETHER_RL_JOURNAL_URL" in text
+    assert rig.posts(RESOURCES) == []
+    assert json.dumps(text).count("\\n") == 0  # one sentence
