@@ -162,7 +162,7 @@ def test_a_live_lease_is_never_taken_over_and_a_killed_holders_lease_runs_out(sl
         made = wait_for(recorded_ids, what="the other create's id")[0]
         rig.control.clear_requests()
         with pytest.raises(UserError) as refused:
-            rig.create_resource()
+            rig.create_resource(create_timeout=20)  # a create that took it over would end on its timeout
         assert "another run is creating this declaration now" in str(refused.value)
         assert rig.posts(RESOURCES) == [] and [o["id"] for o in active(rig)] == [made]
 
