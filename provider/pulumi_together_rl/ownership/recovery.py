@@ -309,7 +309,7 @@ def run(stack: str, *, report: bool, cwd: str | None = None, out: IO[str] | None
         return EXIT_OK
     try:
         pulumi(["cancel", "--yes", "--stack", stack], "clearing the lock of")
-        say("cleared the stack's lock (`pulumi cancel`): no create of it is live")
+        say("removed the stack's lock, if it had one (`pulumi cancel`): no create of it is live")
         flags = found.refresh_args()
         if not flags:
             for decision in found.decisions:
