@@ -80,8 +80,9 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def cli_env(bin_dir: str, home: Path, backend: Path, **extra: str | None) -> dict[str, str]:
-    """The environment of a CLI command: the pinned CLI and uv first on PATH, nothing from TOGETHER_*."""
+def cli_env(bin_dir: str, home: Path, backend: Path | None, **extra: str | None) -> dict[str, str]:
+    """The environment of a CLI command: the pinned CLI and uv first on PATH, nothing from TOGETHER_*;
+    ``backend``: the file backend (``PULUMI_BACKEND_URL``), or None for the one ``pulumi login`` chose."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOGETHER_", "PULUMI_"))}
     path = [bin_dir]
     uv = os.environ.get("UV") or shutil.which("uv")
@@ -90,13 +91,14 @@ def cli_env(bin_dir: str, home: Path, backend: Path, **extra: str | None) -> dic
     env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
     env.update(
         PULUMI_HOME=str(home),
-        PULUMI_BACKEND_URL=f"file://{backend}",
         PULUMI_CONFIG_PASSPHRASE=PASSPHRASE,
         PULUMI_SKIP_UPDATE_CHECK="true",
         PULUMI_DIY_BACKEND_NO_LEGACY_WARNING="true",
         UV_FROZEN="1",
         TOGETHER_RL_POLL_INTERVAL="0.2",
     )
+    if backend is not None:
+        env["PULUMI_BACKEND_URL"] = f"file://{backend}"
     for key, value in extra.items():
         if value is None:
             env.pop(key, None)

@@ -3,7 +3,8 @@
 `emulator` gives each test a freshly reset Together RL emulator on a loopback port, with TOGETHER_BASE_URL and
 TOGETHER_API_KEY pointing at it, so the client, the provider and the official SDK all talk to the same place.
 `pulumi_bin` is the folder of the real Pulumi CLI (`harness.cli.provide`): without one a test that needs it is
-skipped with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
+skipped with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI). `bucket` is a fresh bucket of an
+S3-compatible server on loopback (`s3_server`, one per worker: `harness.bucket`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,25 @@ def emulator(emulator_server, monkeypatch):
 def _tool(found: str | None, reason: str) -> str:
     """A tool the CLI tests need: its folder, else :func:`harness.cli.unavailable`."""
     return found or unavailable(reason)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-compatible server (moto) on a loopback port, one per pytest-xdist worker (:mod:`harness.bucket`)."""
+    from harness.bucket import S3Server
+
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3_server, monkeypatch):
+    """A fresh, empty bucket of :func:`s3_server` for this test (:class:`harness.bucket.Bucket`), with the
+    credentials and region it takes in this process's environment (for in-process stores)."""
+    made = s3_server.bucket()
+    for key, value in made.env.items():
+        monkeypatch.setenv(key, value)
+    return made
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@
 and training sessions of the API key's user that no Pulumi stack holds (by default, every stack of the logged-in
 backend). ``policy-pack <folder>``
 (:mod:`pulumi_together_rl.policy.folder`): write the policy-pack folder that ``pulumi preview --policy-pack``
-takes. ``plugin schema|path``: the plugin face's package schema, or its folder. This module only parses the arguments; the logic and its documentation live in those modules.
+takes. ``plugin schema|path``: the plugin face's package schema, or its folder. ``recover --stack S``
+(:mod:`pulumi_together_rl.ownership.recovery`): what a killed ``pulumi up`` left in a stack, cleared. This module only parses the arguments; the logic and its documentation live in those modules.
 """
 
 from __future__ import annotations
@@ -155,6 +156,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     entries.add_argument("--all", action="store_true", help="with list: the done records too")
     entries.set_defaults(handler=_journal, parser=entries)
+    recover = commands.add_parser(
+        "recover",
+        help="after a killed `pulumi up`: show what the state and the create journal hold, clear the stale lock "
+        "and the pending creates the journal accounts for",
+        description=(
+            "For one stack: show its pending creates (`pulumi stack export`) and the create journal entries of its "
+            "declarations. Unless --report, and only when no create of the stack is live (it refuses otherwise, "
+            "naming whose it is): clear the stale lock (`pulumi cancel`), hand each pending create whose id the "
+            "journal holds to `pulumi refresh --import-pending-creates URN --import-pending-creates ID` (the "
+            "pinned CLI clears it without recording the object; the next `pulumi up` takes it over by that id), "
+            "drop those that provably made nothing, and leave the ambiguous ones, saying what the next `pulumi up` "
+            "does. See docs/journal.md."
+        ),
+        epilog="Exit status: 0 done (always, with --report), 1 an error, 4 refused: a create of the stack is live.",
+    )
+    recover.add_argument(
+        "--stack", required=True, metavar="STACK", help="the stack (as `pulumi --stack` takes it)"
+    )
+    recover.add_argument(
+        "--report",
+        action="store_true",
+        help="only print what the state and the journal hold and what recovery would do; exit 0 (for a CI "
+        "`if: cancelled()` step)",
+    )
+    recover.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="the project's folder, where the Pulumi CLI runs and whose backend's journal is read (default: here)",
+    )
+    recover.set_defaults(handler=_recover)
     pack = commands.add_parser(
         "policy-pack",
         help="write the Together RL policy-pack folder for `pulumi preview --policy-pack`",
@@ -281,6 +312,16 @@ def _journal(args: argparse.Namespace) -> int:
             held = f"; nothing records that {entry.id} is claimed any more" if entry.id else ""
             print(f"dropped {entry.path.stem} ({entry.state.value}, {entry.kind} of {entry.owner}){held}")
     return status
+
+
+def _recover(args: argparse.Namespace) -> int:
+    import os
+
+    from .ownership import recovery
+
+    if args.cwd:
+        os.chdir(args.cwd)  # the journal is found from the working folder's backend, as the CLI finds it
+    return recovery.run(args.stack, report=args.report)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

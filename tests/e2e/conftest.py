@@ -1,17 +1,20 @@
 """Fixtures of the end-to-end suite: throwaway stacks driven through the real Pulumi CLI.
 
 `cli_stack(project, **env)` makes a :class:`support.cli.CLIStack` against the test's emulator and destroys and
-removes it afterwards, whatever the test did. Every test that uses it needs the CLI: without one it is skipped
-with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
+removes it afterwards, whatever the test did. `runners(...)` makes machines (:mod:`harness.runner`) whose stacks
+live in the test's bucket of an S3-compatible server. Every test that uses them needs the CLI: without one it is
+skipped with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from harness.cli import CLIStack
 from harness.faces import DYNAMIC, FACES, Face
+from harness.runner import Runner
 
 
 @pytest.fixture
@@ -48,6 +51,55 @@ def cli_stack(emulator, tmp_path, pulumi_bin, request):
     for stack in made:
         try:
             stack.destroy_and_remove()
+        except AssertionError as exc:
+            left.append(str(exc))
+    assert not left, "; ".join(left)
+
+
+@pytest.fixture
+def runners(emulator, tmp_path, pulumi_bin, bucket, request):
+    """``runners(project="sweep", *, face, like, name)``: a :class:`harness.runner.Runner` (a machine of its own)
+    logged into this test's bucket; ``like``: another machine of that runner's stack. At the end every runner's
+    processes are killed, and a stack still holding active objects is destroyed and fails the test."""
+    made: list[Runner] = []
+
+    def make(
+        project: str | os.PathLike[str] = "sweep",
+        *,
+        face: Face = DYNAMIC,
+        like: Runner | None = None,
+        name: str | None = None,
+        **env,
+    ) -> Runner:
+        face = like.face if like is not None else face
+        program = face.project(project) if isinstance(project, str) else project
+        runner = Runner(
+            Path(program),
+            tmp_path / f"runner{len(made)}",
+            emulator,
+            bucket,
+            bin_dir=pulumi_bin,
+            face=face,
+            like=like,
+            name=name,
+            **env,
+        )
+        if face.needs_yaml_host:
+            runner.env["PATH"] = os.pathsep.join([request.getfixturevalue("yaml_bin"), runner.env["PATH"]])
+        made.append(runner)
+        return runner.login()
+
+    yield make
+    for runner in made:
+        runner.kill()
+    left: list[str] = []
+    checked: set[str] = set()
+    for runner in reversed(made):  # the last machine of each stack speaks for it
+        if runner.gone or runner.name in checked:
+            continue
+        checked.add(runner.name)
+        try:
+            runner.destroy_and_remove()
         except AssertionError as exc:
             left.append(str(exc))
     assert not left, "; ".join(left)

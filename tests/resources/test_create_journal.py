@@ -450,6 +450,9 @@ def test_an_entry_left_after_the_engine_was_gone_tells_how_to_clear_what_the_eng
     assert rig.create_resource().id == made.id
     err = capsys.readouterr().err
     assert "pulumi cancel" in err and "pulumi refresh --clear-pending-creates" in err
+    recover = "`python -m pulumi_together_rl recover --stack organization/test/dev` clears"
+    assert err.count(recover) == 2  # the take-over's line, and the note on the killed engine, with the id
+    assert f"the run that made {made.id} was killed" in err
 
 
 def test_entries_are_claimed_once_across_processes(rig):

@@ -32,7 +32,7 @@ from ..client.reconcile import AmbiguousCreate, Attribution
 from ..messages import UserError, explain, format_elapsed, log
 from ..resources import secrecy
 from ..resources.keys import OWNER_KEY
-from . import journal
+from . import journal, recovery
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
@@ -264,12 +264,11 @@ class CreateTransaction(Generic[Obj, Req]):
                 )
                 log(
                     f"{self.kind.name} {found.id}: taking it over: an interrupted `pulumi up` of this declaration {how} "
-                    f"at {when} and no state recorded it ({found.status.short}); waiting for {self.kind.target.short}. If "
-                    "that `pulumi up` ended before the answer (Ctrl-C twice, a kill), its state keeps a pending create "
-                    "of it: `pulumi refresh --clear-pending-creates --yes` clears that once this update is done"
+                    f"at {when} and no state recorded it ({found.status.short}); waiting for {self.kind.target.short}. "
+                    + recovery.after_take_over(self.entry.owner)
                 )
                 if old.note == lifeline.GONE_NOTE:
-                    log(SIGKILL_ADVICE)
+                    log(recovery.after_killed_engine(self.entry.owner, found.id))
                 return found
             if old.id:
                 state = "not found" if found is None else found.status.short
@@ -465,13 +464,6 @@ def _made_after(old: journal.Entry, found: ApiObject) -> str:
 
 def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-
-
-SIGKILL_ADVICE = (
-    "note: the `pulumi` command of that run was killed before it got the answer, so it may have left the stack "
-    "locked and a pending create in its state: if `pulumi up` said the stack is locked, `pulumi cancel` clears "
-    "the lock; once this update is done, `pulumi refresh --clear-pending-creates` clears the pending create"
-)
 
 
 def _none_proven(entry: journal.Entry) -> str:
