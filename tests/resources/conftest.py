@@ -82,60 +82,12 @@ def rig(emulator, monkeypatch, fresh_provider_state) -> Rig:
     client.close()
 
 
-# ------------------------------------------------------------------------------ a journal in a bucket
-
-
-@pytest.fixture(scope="session")
-def journal_bucket_server():
-    """An S3-compatible server (moto) on loopback, one per worker: where a shared create journal lives."""
-    import socket
-    import subprocess
-    import sys
-    import time
-
-    import httpx
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(url + "/", timeout=1)
-            break
-        except httpx.TransportError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise RuntimeError(f"moto did not start: {server.stderr.read().decode()[-2000:]}") from None
-            time.sleep(0.1)
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
-
 
 @pytest.fixture
-def journal_in_bucket(journal_bucket_server, monkeypatch):
-    """The create journal in a fresh bucket of the loopback server (``TOGETHER_RL_JOURNAL_URL``), with
-    short leases: the URL."""
-    import uuid
-
-    import httpx
-
-    bucket = f"journal-{uuid.uuid4().hex[:12]}"
-    httpx.put(f"{journal_bucket_server}/{bucket}").raise_for_status()
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_REGION", "us-east-1"),
-    ):
-        monkeypatch.setenv(name, value)
-    url = f"s3://{bucket}/team?endpoint={journal_bucket_server}&region=us-east-1"
+def journal_in_bucket(bucket, monkeypatch):
+    """The create journal in a fresh bucket of the loopback S3 server (``TOGETHER_RL_JOURNAL_URL``), with short
+    leases: the URL."""
+    url = bucket.store_url("team")
     monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", url)
     monkeypatch.setenv("TOGETHER_RL_LEASE_SECONDS", "3")
     return url

@@ -262,7 +262,7 @@ def refusing_endpoint():
 
 @pytest.mark.parametrize("store", ["closed port", "missing bucket", "read-only"])
 def test_a_bucket_it_cannot_write_fails_the_create_before_its_post_naming_the_url(
-    rig, journal_in_bucket, journal_bucket_server, refusing_endpoint, monkeypatch, store
+    rig, journal_in_bucket, bucket, refusing_endpoint, monkeypatch, store
 ):
     import socket
 
@@ -271,7 +271,7 @@ def test_a_bucket_it_cannot_write_fails_the_create_before_its_post_naming_the_ur
         closed = probe.getsockname()[1]
     url = {
         "closed port": f"s3://journal/team?endpoint=http://127.0.0.1:{closed}&region=us-east-1",
-        "missing bucket": f"s3://no-such-bucket/team?endpoint={journal_bucket_server}&region=us-east-1",
+        "missing bucket": f"s3://no-such-bucket/team?endpoint=http://{bucket.endpoint}&region=us-east-1",
         "read-only": f"s3://journal/team?endpoint={refusing_endpoint}&region=us-east-1",
     }[store]
     monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", url)

@@ -25,6 +25,13 @@ RESOURCE = "pulumi-python:dynamic/together:ModelResource"
 SESSION = "together-rl:index:TrainingSession"
 
 
+@pytest.fixture(autouse=True)
+def _journal_beside_the_state(tmp_path, monkeypatch):
+    """The stacks here live in a bucket, so their journal is a shared one: a folder of this machine named by a
+    ``file://`` URL stands for it (the same leases and claims; test_shared_journal.py runs them on S3)."""
+    monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", f"file://{tmp_path}/journal")
+
+
 def urn(name: str, type_: str = RESOURCE, stack: str = "dev") -> str:
     return f"urn:pulumi:{stack}::sweep::{type_}::{name}"
 
@@ -217,7 +224,8 @@ def test_the_command_refuses_or_reports_a_live_create_before_touching_the_stack(
     if report:
         assert status == recovery.EXIT_OK and "recover refuses while it runs" in out
     else:
-        assert status == recovery.EXIT_REFUSED and err.startswith("error: recovering stack (dev): a create")
+        said = [line for line in err.splitlines() if not line.startswith("create journal: ")]
+        assert status == recovery.EXIT_REFUSED and said[0].startswith("error: recovering stack (dev): a create")
 
 
 def test_an_id_the_refresh_recorded_is_reported_imported_and_its_entry_marked_done():
