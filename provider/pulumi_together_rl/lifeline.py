@@ -93,17 +93,26 @@ def engine_gone(why: str, exit: Callable[[int], object] = os._exit, *, quiet_if_
     if _gone.is_set():
         return
     _gone.set()
+    # First act, one write per entry: an id already known goes to the journal, lease released, before anything
+    # else (a CI cancel sends SIGTERM 7.5 s after SIGINT, and SIGKILL 2.5 s after that).
+    for entry in journal.holding():
+        if entry.id:
+            _leave(entry)
     if journal.holding() or not quiet_if_idle:
         progress_line(f"{why}: keeping the create journal's entries for the next `pulumi up` and exiting")
     deadline = time.monotonic() + POST_GRACE
     while time.monotonic() < deadline and any(_posting(e) for e in journal.holding()):
         time.sleep(0.1)
     for entry in journal.holding():
-        try:
-            entry.leave(GONE_NOTE)
-        except Exception:  # an unwritable folder: the lock still goes with the process
-            entry.release()
+        _leave(entry)
     exit(0)
+
+
+def _leave(entry: journal.Entry) -> None:
+    try:
+        entry.leave(GONE_NOTE)
+    except Exception:  # an unwritable folder: the lock still goes with the process (a lease runs out)
+        entry.release()
 
 
 def _posting(entry: journal.Entry) -> bool:
