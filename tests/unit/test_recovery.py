@@ -225,7 +225,9 @@ def test_the_command_refuses_or_reports_a_live_create_before_touching_the_stack(
         assert status == recovery.EXIT_OK and "recover refuses while it runs" in out
     else:
         said = [line for line in err.splitlines() if not line.startswith("create journal: ")]
-        assert status == recovery.EXIT_REFUSED and said[0].startswith("error: recovering stack (dev): a create")
+        assert status == recovery.EXIT_REFUSED and said[0].startswith(
+            "error: recovering stack (dev): a create"
+        )
 
 
 def test_an_id_the_refresh_recorded_is_reported_imported_and_its_entry_marked_done():
