@@ -36,6 +36,7 @@ export class Provider extends pulumi.ProviderResource {
         {
             resourceInputs["apiKey"] = args?.apiKey ? pulumi.secret(args.apiKey) : undefined;
             resourceInputs["baseUrl"] = args?.baseUrl;
+            resourceInputs["journalUrl"] = args?.journalUrl;
             resourceInputs["pollInterval"] = pulumi.output(args?.pollInterval).apply(JSON.stringify);
         }
         opts = pulumi.mergeOptions(utilities.resourceOptsDefaults(), opts);
@@ -55,6 +56,10 @@ export interface ProviderArgs {
      * The API's base URL (the bundled emulator's, in tests). Unset: `TOGETHER_BASE_URL`, else https://api.together.ai.
      */
     baseUrl?: pulumi.Input<string | undefined>;
+    /**
+     * Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
+     */
+    journalUrl?: pulumi.Input<string | undefined>;
     /**
      * The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
      */

@@ -30,6 +30,17 @@ Object.defineProperty(exports, "baseUrl", {
 });
 
 /**
+ * Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
+ */
+export declare const journalUrl: string | undefined;
+Object.defineProperty(exports, "journalUrl", {
+    get() {
+        return __config.get("journalUrl");
+    },
+    enumerable: true,
+});
+
+/**
  * The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
  */
 export declare const pollInterval: number | undefined;

@@ -21,18 +21,22 @@ class ProviderArgs:
     def __init__(__self__, *,
                  api_key: pulumi.Input[Optional[_builtins.str]] = None,
                  base_url: pulumi.Input[Optional[_builtins.str]] = None,
+                 journal_url: pulumi.Input[Optional[_builtins.str]] = None,
                  poll_interval: pulumi.Input[Optional[_builtins.float]] = None):
         """
         The set of arguments for constructing a Provider resource.
 
         :param pulumi.Input[_builtins.str] api_key: The Together API key (a secret: `pulumi config set --secret together-rl:apiKey`). Unset: the `TOGETHER_API_KEY` environment variable of the Pulumi process.
         :param pulumi.Input[_builtins.str] base_url: The API's base URL (the bundled emulator's, in tests). Unset: `TOGETHER_BASE_URL`, else https://api.together.ai.
+        :param pulumi.Input[_builtins.str] journal_url: Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
         :param pulumi.Input[_builtins.float] poll_interval: The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
         """
         if api_key is not None:
             pulumi.set(__self__, "api_key", api_key)
         if base_url is not None:
             pulumi.set(__self__, "base_url", base_url)
+        if journal_url is not None:
+            pulumi.set(__self__, "journal_url", journal_url)
         if poll_interval is not None:
             pulumi.set(__self__, "poll_interval", poll_interval)
 
@@ -61,6 +65,18 @@ class ProviderArgs:
         pulumi.set(self, "base_url", value)
 
     @_builtins.property
+    @pulumi.getter(name="journalUrl")
+    def journal_url(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
+        """
+        return pulumi.get(self, "journal_url")
+
+    @journal_url.setter
+    def journal_url(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "journal_url", value)
+
+    @_builtins.property
     @pulumi.getter(name="pollInterval")
     def poll_interval(self) -> pulumi.Input[Optional[_builtins.float]]:
         """
@@ -81,6 +97,7 @@ class Provider(pulumi.ProviderResource):
                  opts: Optional[pulumi.ResourceOptions] = None,
                  api_key: pulumi.Input[Optional[_builtins.str]] = None,
                  base_url: pulumi.Input[Optional[_builtins.str]] = None,
+                 journal_url: pulumi.Input[Optional[_builtins.str]] = None,
                  poll_interval: pulumi.Input[Optional[_builtins.float]] = None,
                  __props__=None):
         """
@@ -90,6 +107,7 @@ class Provider(pulumi.ProviderResource):
         :param pulumi.ResourceOptions opts: Options for the resource.
         :param pulumi.Input[_builtins.str] api_key: The Together API key (a secret: `pulumi config set --secret together-rl:apiKey`). Unset: the `TOGETHER_API_KEY` environment variable of the Pulumi process.
         :param pulumi.Input[_builtins.str] base_url: The API's base URL (the bundled emulator's, in tests). Unset: `TOGETHER_BASE_URL`, else https://api.together.ai.
+        :param pulumi.Input[_builtins.str] journal_url: Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
         :param pulumi.Input[_builtins.float] poll_interval: The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
         """
         ...
@@ -118,6 +136,7 @@ class Provider(pulumi.ProviderResource):
                  opts: Optional[pulumi.ResourceOptions] = None,
                  api_key: pulumi.Input[Optional[_builtins.str]] = None,
                  base_url: pulumi.Input[Optional[_builtins.str]] = None,
+                 journal_url: pulumi.Input[Optional[_builtins.str]] = None,
                  poll_interval: pulumi.Input[Optional[_builtins.float]] = None,
                  __props__=None):
         opts = pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
@@ -130,6 +149,7 @@ class Provider(pulumi.ProviderResource):
 
             __props__.__dict__["api_key"] = None if api_key is None else pulumi.Output.secret(api_key)
             __props__.__dict__["base_url"] = base_url
+            __props__.__dict__["journal_url"] = journal_url
             __props__.__dict__["poll_interval"] = pulumi.Output.from_input(poll_interval).apply(pulumi.runtime.to_json) if poll_interval is not None else None
         super(Provider, __self__).__init__(
             'together-rl',

@@ -24,6 +24,11 @@ baseUrl: Optional[str]
 The API's base URL (the bundled emulator's, in tests). Unset: `TOGETHER_BASE_URL`, else https://api.together.ai.
 """
 
+journalUrl: Optional[str]
+"""
+Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
+"""
+
 pollInterval: Optional[float]
 """
 The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
