@@ -268,14 +268,14 @@ def _journal(args: argparse.Namespace) -> int:
         shown = everything if args.all else found
         for entry in shown:
             print(
-                f"{entry.path.stem}  {entry.state.value:<9}  {entry.kind:<16}  {entry.owner or '(no declaration)'}  "
+                f"{entry.name}  {entry.state.value:<9}  {entry.kind:<16}  {entry.owner or '(no declaration)'}  "
                 f"{entry.started.strftime('%Y-%m-%d %H:%M:%S UTC')}  {entry.id or '-'}"
                 + (f"  backend {entry.backend_location}" if entry.backend_location else "")
                 + ("  (in flight)" if entry.in_flight() else "")
                 + (f"  {entry.note}" if entry.note else "")
             )
         what = "entr" + ("y" if len(shown) == 1 else "ies")
-        print(f"{len(shown)} {'' if args.all else 'unfinished '}{what} in {journal.directory()}")
+        print(f"{len(shown)} {'' if args.all else 'unfinished '}{what} in {journal.where()}")
         return 0
     if not args.entry:
         args.parser.error(f"{args.action} takes the ENTRY to {args.action}")
@@ -283,7 +283,7 @@ def _journal(args: argparse.Namespace) -> int:
     pool = found if args.action == "dismiss" else everything
     status = 0
     for name in args.entry:
-        matching = [e for e in pool if e.path.stem.startswith(name.removesuffix(".json"))]
+        matching = [e for e in pool if e.name.startswith(name.removesuffix(".json"))]
         which = "unfinished entries" if args.action == "dismiss" else "entries"
         if len(matching) != 1:
             print(f"error: {doing} journal entry {name}: {len(matching)} {which} match it. Run "
