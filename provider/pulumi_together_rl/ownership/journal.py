@@ -41,7 +41,8 @@ in ``resources``): entries of the same owner, kind, base URL and request whose l
 looked for by a strict unique match inside that entry's snapshot and window; several candidates mean the create
 touches nothing and says what it found. Older entries are left to the orphan finder.
 
-What it cannot do: it lives on one machine, so a CI runner that is thrown away loses it (the orphan finder,
+What it cannot do: in this machine's folder, a CI runner that is thrown away loses it (a journal in a bucket
+beside the stack's state, :mod:`.location` and :mod:`.shared`, is shared by every machine; the orphan finder,
 ``python -m pulumi_together_rl orphans``, looks from outside); an entry is read only by a create of the same
 declaration and request; and a match without an id is a match, not a proof (see the reconciliation rules).
 The folder is ``$TOGETHER_RL_STATE_DIR/journal``, by default
