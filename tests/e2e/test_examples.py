@@ -10,6 +10,7 @@ hold (the API key as a secret), so the provider is configured through Configure 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,11 @@ import yaml
 from harness.engine import UNKNOWN, ProviderProcess, StandInEngine
 from harness.mocks import run_program
 
+from pulumi_together_rl import backend
+from pulumi_together_rl.__main__ import build_parser
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+from pulumi_together_rl.ownership import location
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -321,12 +325,14 @@ def test_gitops_secrets_are_environment_secrets_and_pull_requests_reach_only_the
     assert jobs["preview"]["if"] == "github.event_name == 'pull_request'"
     assert jobs["up-dev"]["if"] == "github.event_name == 'push'" and jobs["up-prod"]["needs"] == "up-dev"
     assert workflow[True]["push"]["branches"] == ["main"]
-    # The preview job holds the read-only dev token and nothing else; no secret is read outside an environment.
-    assert _secrets(jobs["preview"]) == {"PULUMI_PREVIEW_TOKEN"}
-    assert _secrets(jobs["up-dev"]) == _secrets(jobs["up-prod"]) == {"PULUMI_ACCESS_TOKEN"}
+    # Each job holds its environment's bucket credentials (read-only ones for the preview) and the stack's
+    # passphrase where it decrypts config; no secret is read outside an environment.
+    bucket = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+    assert _secrets(jobs["preview"]) == _secrets(jobs["up-dev"]) == _secrets(jobs["up-prod"])
+    assert _secrets(jobs["up-dev"]) == bucket | {"PULUMI_CONFIG_PASSPHRASE"}
     orphans = _workflow("orphans.yml")["jobs"]["orphans"]
     assert orphans["environment"] == "orphans-${{ matrix.key }}"
-    assert _secrets(orphans) == {"TOGETHER_API_KEY", "PULUMI_ACCESS_TOKEN"}
+    assert _secrets(orphans) == bucket | {"TOGETHER_API_KEY"}
 
     # Both the workflow and the README say so, and say how to keep dev and production to main.
     header = (WORKFLOWS / "pulumi.yml").read_text().split("\nname:")[0]
@@ -336,7 +342,44 @@ def test_gitops_secrets_are_environment_secrets_and_pull_requests_reach_only_the
         assert "repository secret" in flat and "environment secret" in flat
         assert "Deployment branches and tags → Selected branches → add" in flat
         assert "not run a job whose environment excludes it" in flat
-    assert "| `dev` | `PULUMI_ACCESS_TOKEN`" in readme and "| `production` | `PULUMI_ACCESS_TOKEN`" in readme
+    assert "| `dev` | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`: read and write the bucket" in readme
+    assert "| `preview` | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`: only read the bucket" in readme
+
+
+def test_gitops_keeps_state_and_journal_in_one_bucket_queues_deploys_and_reports_a_cancel():
+    workflow = _workflow("pulumi.yml")
+    # The backend is a variable every step sees; the journal needs no setting: it goes beside the state.
+    assert workflow["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}"
+    text = (WORKFLOWS / "pulumi.yml").read_text() + (WORKFLOWS / "orphans.yml").read_text()
+    assert "TOGETHER_RL_JOURNAL_URL" not in text and "journalUrl" not in text
+    assert "PULUMI_ACCESS_TOKEN" not in text  # no Pulumi Cloud: the state is in the bucket
+    bucket = "s3://acme-pulumi/training?region=eu-west-1"  # the variable's example in the workflow
+    assert bucket in text
+    assert location.locate(backend.locate(environ={"PULUMI_BACKEND_URL": bucket})).url == (
+        "s3://acme-pulumi/training/.together-rl/journal?region=eu-west-1"
+    )
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("pulumi/actions@"):
+                assert step["with"]["cloud-url"] == "${{ env.PULUMI_BACKEND_URL }}", step
+    assert "cancel-in-progress: true" not in text
+    for name, stack in (("up-dev", "dev"), ("up-prod", "prod")):
+        job = workflow["jobs"][name]
+        # Deploys of a stack queue: a newer push waits, none is cancelled half-way.
+        assert job["concurrency"] == {"group": f"pulumi-{stack}", "cancel-in-progress": False}, name
+        steps = job["steps"]
+        (up,) = [i for i, s in enumerate(steps) if s.get("with", {}).get("command") == "up"]
+        cancelled = [s for s in steps if s.get("if") == "cancelled()"]
+        assert len(cancelled) == 1 and steps.index(cancelled[0]) > up, name
+        report = cancelled[0]
+        assert report["working-directory"] == "${{ env.PROJECT_DIR }}"
+        command = shlex.split(report["run"])
+        assert command[:5] == ["uv", "run", "python", "-m", "pulumi_together_rl"]
+        args = build_parser().parse_args(command[5:])
+        assert (args.command, args.stack, args.report) == ("recover", stack, True), name
+    # The scheduled orphan finder reads the same bucket: both stacks' state, and the journal beside it.
+    orphans = _workflow("orphans.yml")
+    assert orphans["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}"
 
 
 def test_gitops_preview_takes_the_policy_settings_from_the_base_branch_and_codeowners_guard_them():

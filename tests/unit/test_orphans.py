@@ -16,11 +16,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pulumi_together_rl import orphans, ours
+from pulumi_together_rl import backend, orphans, ours
 from pulumi_together_rl.__main__ import build_parser
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from pulumi_together_rl.ownership import journal
+from pulumi_together_rl.ownership import journal, location
 
 MODEL = "Qwen/Qwen3.5-4B"
 RESOURCE_TYPE = "pulumi-python:dynamic/together:ModelResource"
@@ -533,18 +533,23 @@ def fake_pulumi(monkeypatch, returncode: int, stdout: str, stderr: str = ""):
     return run, calls
 
 
-def test_stack_config_takes_the_two_keys_and_nothing_else(monkeypatch):
+def test_stack_config_takes_its_keys_and_nothing_else(monkeypatch):
     # The shape `pulumi config --json --show-secrets` answers (Pulumi CLI v3.274.1).
     answer = {
         "together:apiKey": {"value": "tk-dev-key", "secret": True},
         "together:baseUrl": {"value": "http://127.0.0.1:9/", "secret": False},
+        "together-rl:journalUrl": {"value": "s3://team-journal/dev", "secret": False},
         "db:password": {"value": "hunter2", "secret": True},
     }
     run, calls = fake_pulumi(monkeypatch, 0, json.dumps(answer))
 
     found = orphans.stack_config("organization/team/dev", cwd="/p", run=run)
 
-    assert found == {"together:apiKey": "tk-dev-key", "together:baseUrl": "http://127.0.0.1:9/"}
+    assert found == {
+        "together:apiKey": "tk-dev-key",
+        "together:baseUrl": "http://127.0.0.1:9/",
+        "together-rl:journalUrl": "s3://team-journal/dev",
+    }
     assert calls == [
         ["config", "--json", "--show-secrets", "--stack", "organization/team/dev", "--non-interactive"]
     ]
@@ -1055,3 +1060,155 @@ def test_a_short_key_is_masked_as_a_word_never_inside_one(emulator, team, monkey
     assert code == 0
     assert "checked 1 stack" in text and "with the key from --api-key" in text
     assert "***" not in text
+
+
+# ------------------------------------------------------------------------------- journals of every stack
+
+
+def project_in(folder, backend_url: str) -> str:
+    """A Pulumi project folder whose Pulumi.yaml names ``backend_url``: where `pulumi` (and the provider) run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "Pulumi.yaml").write_text(f"name: team\nruntime: python\nbackend:\n  url: {backend_url}\n")
+    return str(folder)
+
+
+def test_an_object_made_in_the_window_of_an_interrupted_create_that_got_no_id_is_never_stopped(
+    emulator, client, bucket, tmp_path, monkeypatch
+):
+    """A runner whose POST got no answer before it was thrown away: its entry in the bucket beside the state has
+    sends and no id, and its lease has run out. What the API made in that window may be its object."""
+    monkeypatch.setenv("PULUMI_BACKEND_URL", bucket.url)
+    kept = new_resource(client)
+    before = new_resource(client)  # in the create's snapshot: it cannot be what that POST made
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/ci/gpu")
+    entry.posting({kept, before}, client.clock_offset)
+    entry.sending()
+    made = client.create_model_resource(request).id  # its answer never reached the runner
+    entry.release()  # the runner is gone: nobody renews its lease
+    dev = state_file(tmp_path, "ci.json", (RESOURCE_TYPE, kept), stack="ci")
+
+    code, text, _ = command(emulator, "--state", dev, "--stop", "--yes", "--min-age", "0")
+
+    assert code == 0, text
+    lines = {line.split()[2]: line for line in listing_lines(text)}
+    assert (
+        "made while an interrupted pulumi up of organization/team/ci/gpu waited for the answer" in lines[made]
+    )
+    assert f"(entry {entry.name})" in lines[made]
+    assert (
+        "--stop leaves it running: an interrupted create of organization/team/ci/gpu got no answer"
+        in (lines[made])
+    )
+    assert lines[before].endswith("--stop stops it: no state read holds it (--min-age 0)")
+    assert stop_posts(emulator) == [f"/v1/rl/model-resources/{before}/stop"]
+    assert f"read the create journal in {location.sibling(bucket.url)}" in text
+
+
+def test_a_create_on_this_machine_is_seen_while_the_backend_is_a_bucket(
+    emulator, client, bucket, tmp_path, monkeypatch
+):
+    """A laptop's stack with a file backend creates (its journal: this machine's folder) while the command
+    runs where the backend is the team's bucket: both journals are read."""
+    kept = new_resource(client)
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    creating = client.create_model_resource(request).id
+    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
+    entry.record(creating)  # held by this process, as a running `pulumi up` holds its entry
+    assert entry.shared is None
+    monkeypatch.setenv("PULUMI_BACKEND_URL", bucket.url)
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+    try:
+        code, text, _ = command(
+            emulator, "--state", dev, "--stop", "--yes", "--min-age", "0", "--ignore-journal-owner"
+        )
+    finally:
+        entry.release()
+
+    assert code == 0, text
+    (line,) = listing_lines(text)
+    assert f"a running process on this machine ({entry.process.describe()}) is creating it for " in line
+    assert stop_posts(emulator) == []
+
+
+def test_a_live_lease_in_the_journal_beside_the_cwd_projects_bucket_holds_its_object(
+    emulator, client, bucket, tmp_path
+):
+    """A CI runner is creating in the project whose Pulumi.yaml names the bucket; the command runs elsewhere with
+    --cwd: the journal beside that backend's state is read, and the runner's live lease holds its object."""
+    project = project_in(tmp_path / "team", bucket.url)
+    kept = new_resource(client)
+    request = ModelResourceCreateRequest(base_model=MODEL)
+    creating = client.create_model_resource(request).id
+    runner = journal.begin(
+        "model resource",
+        client.base_url,
+        request.to_wire(),
+        "organization/team/ci/gpu",
+        backend.locate(project),
+    )
+    runner.record(creating)  # its lease is renewed while it runs
+    assert runner.shared is not None and runner.shared.url == location.sibling(bucket.url)
+    ci = state_file(tmp_path, "ci.json", (RESOURCE_TYPE, kept), stack="ci")
+    try:
+        code, text, _ = command(
+            emulator,
+            "--state",
+            ci,
+            "--cwd",
+            project,
+            "--stop",
+            "--yes",
+            "--min-age",
+            "0",
+            "--ignore-journal-owner",
+        )
+    finally:
+        runner.release()
+
+    assert code == 0, text
+    (line,) = listing_lines(text)
+    assert f"a running create ({runner.process.describe()}, its lease in s3://{bucket.name}/" in line
+    assert "--stop leaves it running: a running create (its lease in s3://" in line
+    assert stop_posts(emulator) == []
+
+
+def test_a_shared_journal_that_cannot_be_read_stops_the_command_before_anything_is_stopped(
+    emulator, client, tmp_path, monkeypatch
+):
+    kept = new_resource(client)
+    new_resource(client)
+    monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", "s3://nowhere/team?endpoint=127.0.0.1:9&disableSSL=true")
+    dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
+
+    code, text, _ = command(emulator, "--state", dev, "--stop", "--yes", "--min-age", "0")
+
+    assert code == 1, text
+    (error,) = [line for line in text.splitlines() if line.startswith("error:")]
+    assert error.startswith(
+        "error: finding orphans: the create journal at s3://nowhere/team?endpoint=http://127.0.0.1:9 cannot be "
+        "used: "
+    )
+    assert "Nothing was stopped." in error, error
+    assert stop_posts(emulator) == []
+
+
+def test_the_journals_read_are_this_machines_the_variables_each_stacks_setting_and_the_buckets(
+    bucket, tmp_path, monkeypatch
+):
+    from pulumi_together_rl.orphans import sources
+
+    monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", "file:///srv/journal")
+    project = project_in(tmp_path / "team", bucket.url)
+    dev = orphans.parse_state(json.dumps(export_of()), "stack dev", name="organization/team/dev")
+    prod = orphans.parse_state(json.dumps(export_of()), "stack prod", name="organization/team/prod")
+    configs = [(dev, {"together:journalUrl": "s3://dev-journal/x"}), (prod, {"together-rl:apiKey": "tk"})]
+
+    read = sources._journals(project, configs)
+
+    assert [(j.url, j.sources) for j in read] == [
+        (None, ["creates of this machine"]),
+        ("file:///srv/journal", ["TOGETHER_RL_JOURNAL_URL"]),
+        ("s3://dev-journal/x", ["stack organization/team/dev's together:journalUrl"]),
+        (location.sibling(bucket.url), [f"beside the stacks' state in {backend.locate(project).location}"]),
+    ]

@@ -88,7 +88,7 @@ def run(
                     f"warning: not checked: the API of {', '.join(api.stacks)} ({api.base_url}): no together:apiKey "
                     f"could be read and neither --api-key nor {ENV_API_KEY} is set."
                 )
-        entries = journal.entries(warn=note)
+        entries = _journal_entries(gathered, lambda line: emit(report, line), note)
         with contextlib.ExitStack() as open_clients:
             clients = {id(api): open_clients.enter_context(_client(api)) for api in keyed}
             orphans, listed_by = _find(keyed, clients, held, entries)
@@ -118,6 +118,30 @@ def run(
 
 
 Emit = Callable[[IO[str], str], None]
+
+
+def _journal_entries(
+    gathered: Gathered, say: Callable[[str], None], note: Callable[[str], None]
+) -> list[journal.Entry]:
+    """The entries of every journal a create of the stacks read may have written to (:func:`.sources.gather`),
+    merged: an object any of them names is judged by it. A shared journal that cannot be read stops the command:
+    without it, an object that a create on another machine is making would look orphaned."""
+    found: list[journal.Entry] = []
+    for read in gathered.journals:
+        if read.url is not None:
+            say(read.describe())
+        try:
+            found += journal.entries_at(read.url, warn=note)
+        except journal.Refused as exc:
+            raise OrphanError(
+                "finding orphans",
+                "",
+                None,
+                exc.cause,
+                "Nothing was stopped. Check that store and this machine's credentials for it, or pass --state "
+                "files and --stack names whose creates used no other journal",
+            ) from None
+    return found
 
 
 def _report_sources(

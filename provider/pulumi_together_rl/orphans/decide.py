@@ -4,7 +4,12 @@ An orphan is stopped only with proof that it is safe to: no state read holds it 
 orphan) *and* nobody is creating it. "Nobody is creating it" has no direct proof from outside, so each hint that
 someone may be holds it back, the strongest first:
 
-1. ``in_flight``: a running process on this machine holds its journal entry: a create in flight. Never stopped.
+1. ``in_flight``: a running process on this machine holds its journal entry, or a create on any machine holds
+   a live lease on it in a shared journal (with its id, or, with none yet, a POST whose window it was made in):
+   a create in flight. Never stopped.
+   ``journal_window``: no entry records its id, but it was made in the POST window of an interrupted create (of
+   any stack, on any machine) that got no id, younger than a day: the next ``pulumi up`` of that declaration
+   takes a unique look-alike of that window over. Never stopped (an older entry is no create's any more).
 2. ``pending_create``: a state read has a pending create of the same kind (an update of that stack is running,
    or one was killed before its state recorded the object): it may be that create's. ``--ignore-pending-creates``
    stops it anyway.
@@ -29,6 +34,7 @@ from .finder import Orphan
 from .states import StackState
 
 IN_FLIGHT = "in_flight"
+JOURNAL_WINDOW = "journal_window"
 PENDING_CREATE = "pending_create"
 OWNER_NOT_READ = "owner_not_read"
 HELD_SESSIONS = "held_sessions"
@@ -63,11 +69,21 @@ def decide(
         orphan.pending_creates = [f"{state.title}: {name}" for state, name in creates]
         owner = ours.parse_owner(orphan.journal_owner)
         if orphan.journal == "in_flight":
+            who = (
+                f"a running create (its lease in {orphan.journal_where} is live)"
+                if orphan.journal_where
+                else "a running process on this machine"
+            )
+            _hold(
+                orphan, IN_FLIGHT, f"{who} is creating it, so its stack will hold it once that create returns"
+            )
+        elif orphan.journal == "window":
             _hold(
                 orphan,
-                IN_FLIGHT,
-                "a running process on this machine is creating it, so its stack will hold it once that create "
-                "returns",
+                JOURNAL_WINDOW,
+                f"an interrupted create of {orphan.journal_owner or 'an unknown declaration'} got no answer to a "
+                "POST sent when it was made, so it may be that create's, which the next `pulumi up` of that stack "
+                "takes over; run that `pulumi up`, or stop it by hand if you know it is not",
             )
         elif creates and not rules.ignore_pending_creates:
             which = "; ".join(

@@ -17,8 +17,9 @@ from ..client.models import (
     ModelResourceCreateRequest,
     TrainingSession,
 )
+from ..client.reconcile import _within as within_window  # the create's own window test, not a second copy
 from ..ours import MODEL_RESOURCE, TRAINING_SESSION
-from ..ownership import journal
+from ..ownership import journal, location
 from ._common import (
     OrphanError,
     _aware,
@@ -56,7 +57,9 @@ class Orphan:
     api: str | None = None
     """The base URL of the API it was listed from."""
     journal: str | None = None
-    """What the create journal says of it: ``in_flight``, ``interrupted``, ``done``; None: nothing."""
+    """What the create journal says of it: ``in_flight``, ``interrupted``, ``done``, or ``window`` (no entry
+    records its id, but it was made in the POST window of an interrupted create that got no id); None:
+    nothing."""
     journal_label: str | None = None
     """That, as the clause the listing shows (``left by an interrupted pulumi up of ... at ...``)."""
     journal_owner: str | None = None
@@ -66,13 +69,15 @@ class Orphan:
     journal_backend_location: str | None = None
     """That backend's location, as the entry recorded it."""
     journal_note: str | None = None
+    journal_where: str | None = None
+    """The shared journal (its URL, printable) of the entry that says it; None: this machine's folder."""
     pending_creates: list[str] = dataclasses.field(default_factory=list)
     """Stacks read with a pending create of its kind (``stack dev: sweep-gpu``): it may be what they create."""
     stop: bool | None = None
     """Whether ``--stop`` stops it (None until decided: :func:`.decide.decide`)."""
     held_back: str | None = None
-    """Why ``--stop`` leaves it running: ``in_flight``, ``pending_create``, ``owner_not_read``, ``held_sessions``,
-    ``too_young`` (:mod:`.decide`)."""
+    """Why ``--stop`` leaves it running: ``in_flight``, ``journal_window``, ``pending_create``,
+    ``owner_not_read``, ``held_sessions``, ``too_young`` (:mod:`.decide`)."""
     why: str | None = None
     """That decision as one clause, with how to stop it anyway where there is a way."""
     young: bool = False
@@ -104,6 +109,7 @@ class Orphan:
             "journal_owner": self.journal_owner,
             "journal_backend": self.journal_backend_location,
             "journal_note": self.journal_note,
+            "journal_where": self.journal_where,
             "possible_pending_create_of": list(self.pending_creates),
             "stop_eligible": bool(self.stop),
             "held_back": self.held_back,
@@ -188,25 +194,26 @@ def find_orphans(
 
 @dataclasses.dataclass
 class JournalLabels:
-    """What the journal says of each orphan id: the entry that matters most (in flight, then unfinished, then
-    done), and whether a process holds it."""
+    """What the journals say of each orphan id: the entry that records it and matters most (in flight, then
+    unfinished, then done), and whether a process holds it; else the interrupted creates that got no id, whose
+    POST windows may hold it."""
 
     entries: dict[str, journal.Entry]
     in_flight: set[str]
+    windows: list[tuple[journal.Entry, bool]] = dataclasses.field(default_factory=list)
+    """Unfinished entries with a POST sent and no id, younger than :data:`journal.MAX_AGE` (a later create of
+    the declaration still takes a unique match in that window over; older ones are the finder's), and whether
+    each is in flight."""
 
     def apply(self, orphan: Orphan) -> Orphan:
         entry = self.entries.get(orphan.id)
         if entry is None:
-            return orphan
+            return self._window(orphan)
         owner = entry.owner
-        orphan.journal_owner = owner
-        orphan.journal_backend = entry.backend
-        orphan.journal_backend_location = entry.backend_location
-        orphan.journal_note = entry.note
+        self._name(orphan, entry)
         if orphan.id in self.in_flight:
-            by = entry.process.describe() if entry.process else "a process"
             orphan.journal = "in_flight"
-            orphan.journal_label = f"a running process on this machine ({by}) is creating it for {owner or 'an unknown declaration'}"
+            orphan.journal_label = f"{_running(entry)} is creating it for {owner or 'an unknown declaration'}"
         elif entry.state != journal.State.DONE:
             orphan.journal = "interrupted"
             orphan.interrupted_at = entry.started_at
@@ -221,18 +228,67 @@ class JournalLabels:
             )
         return orphan
 
+    def _window(self, orphan: Orphan) -> Orphan:
+        """An orphan no entry records: held by the first create whose POST window it was made in, if any (a
+        running one first)."""
+        for entry, live in sorted(self.windows, key=lambda item: not item[1]):
+            window = entry.window()
+            if (
+                window is None
+                or entry.kind != orphan.kind
+                or entry.base_url.rstrip("/") != (orphan.api or "").rstrip("/")
+                or orphan.id in (entry.snapshot or ())
+                or not within_window(_aware(orphan.created_at), window, entry.clock_offset)
+            ):
+                continue
+            self._name(orphan, entry)
+            owner = entry.owner or "an unknown declaration"
+            sent = _stamp(min(entry.sends))
+            orphan.journal = "in_flight" if live else "window"
+            orphan.journal_label = (
+                f"{_running(entry)} is creating one like it for {owner} and has no id yet: this may be it"
+                if live
+                else f"made while an interrupted pulumi up of {owner} waited for the answer to its POST (sent at "
+                f"{sent}), which never came: it may be what that create made (entry {entry.name})"
+            )
+            return orphan
+        return orphan
+
+    @staticmethod
+    def _name(orphan: Orphan, entry: journal.Entry) -> None:
+        orphan.journal_owner = entry.owner
+        orphan.journal_backend = entry.backend
+        orphan.journal_backend_location = entry.backend_location
+        orphan.journal_note = entry.note
+        orphan.journal_where = location.printable(entry.shared.location) if entry.shared is not None else None
+
+
+def _running(entry: journal.Entry) -> str:
+    """Who holds an entry in flight: a process of this machine (its lock), or a create whose lease is live."""
+    by = entry.process.describe() if entry.process else "a process"
+    if entry.shared is None:
+        return f"a running process on this machine ({by})"
+    return f"a running create ({by}, its lease in {location.printable(entry.shared.location)} is live)"
+
 
 def journal_labels(entries: Iterable[journal.Entry], base_url: str, ids: Iterable[str] = ()) -> JournalLabels:
-    """The journal entries of this API that record one of ``ids`` (every id when empty), one per id."""
+    """The journal entries of this API that record one of ``ids`` (every id when empty), one per id, and the
+    interrupted or running creates of this API that got no id (:attr:`JournalLabels.windows`)."""
     wanted = set(ids)
     rank = {"in_flight": 0, "interrupted": 1, "done": 2}
     chosen: dict[str, tuple[int, journal.Entry]] = {}
+    windows: list[tuple[journal.Entry, bool]] = []
     for entry in entries:
-        if not entry.id or entry.base_url.rstrip("/") != base_url.rstrip("/"):
+        if entry.base_url.rstrip("/") != base_url.rstrip("/"):
+            continue
+        if not entry.id:
+            if entry.sends and entry.state not in journal.ENDED and entry.age() < journal.MAX_AGE:
+                windows.append((entry, entry.in_flight()))
             continue
         if wanted and entry.id not in wanted:
             continue
-        # The journal's own liveness test: a running process holds the entry's lock (this one's too).
+        # The journal's own liveness test: a running process holds the entry's lock (this one's too), or, in a
+        # shared journal, its lease is live.
         state = (
             "in_flight"
             if entry.in_flight()
@@ -246,6 +302,7 @@ def journal_labels(entries: Iterable[journal.Entry], base_url: str, ids: Iterabl
     return JournalLabels(
         entries={i: e for i, (_, e) in chosen.items()},
         in_flight={i for i, (r, _) in chosen.items() if r == 0},
+        windows=windows,
     )
 
 

@@ -7,6 +7,12 @@ Precedence, for the key and the base URL each: ``--api-key`` / ``--base-url``, t
 Flags win because whoever passes one says which API to check; stack config comes before the environment because
 that is the provider's own order, so each stack is checked where it deploys. Stacks with the same key and base
 URL share one API; every id any state holds counts as held in every API (a stricter "held" is safe).
+
+The create journals read (:class:`JournalRead`), every one that a create of a stack read may have written to
+(:mod:`..ownership.location`): this machine's folder, always; ``TOGETHER_RL_JOURNAL_URL`` when set; each stack's
+own ``journalUrl`` setting; and, when the backend the CLI uses in ``--cwd`` (the one every stack is read from,
+and the one state files are judged by) is a bucket, the journal beside its state. Reading one more journal can
+only hold more objects back, never stop one that a journal names.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from .. import backend as stack_backend
 from .. import ours
 from ..client import errors
 from ..client.api import ENV_API_KEY, ENV_BASE_URL, resolve_base_url
 from ..config import CONFIG_API_KEY, CONFIG_BASE_URL
+from ..ownership import location
 from ._common import PULUMI_PARALLEL, OrphanError
 from .states import StackState, export_stack, list_stacks, load_state_file, stack_config
 
@@ -51,11 +59,26 @@ class Api:
 
 
 @dataclasses.dataclass
+class JournalRead:
+    """A create journal the finder reads: ``url`` None for this machine's folder."""
+
+    url: str | None
+    sources: list[str] = dataclasses.field(default_factory=list)
+    """Why it is read: ``TOGETHER_RL_JOURNAL_URL``, ``stack dev's together:journalUrl``, ``beside ...``."""
+
+    def describe(self) -> str:
+        where = location.printable(self.url) if self.url else "this machine's folder"
+        return f"read the create journal in {where} ({' and '.join(self.sources)})"
+
+
+@dataclasses.dataclass
 class Gathered:
     states: list[StackState]
     apis: list[Api]
     every_stack: bool
     """Every stack of the logged-in backend was read (not only the given ones)."""
+    journals: list[JournalRead] = dataclasses.field(default_factory=list)
+    """Every create journal to read: this machine's folder first."""
 
 
 def gather(args: argparse.Namespace, note: Callable[[str], None], secret: Callable[[str], None]) -> Gathered:
@@ -90,7 +113,7 @@ def gather(args: argparse.Namespace, note: Callable[[str], None], secret: Callab
         state = export_stack(name, cwd=cwd, folder=here if own else None)
         if own:
             state = dataclasses.replace(state, name=own)
-        if not (own and need_config):
+        if not own:  # only the project's stacks' config can be read (its journalUrl too)
             return state, None
         try:
             return state, stack_config(own, cwd=cwd)
@@ -137,7 +160,37 @@ def gather(args: argparse.Namespace, note: Callable[[str], None], secret: Callab
     states = files + [state for state, _ in read_stacks]
     if not states:
         add(None, {})
-    return Gathered(states=states, apis=list(apis.values()), every_stack=every_stack)
+    return Gathered(
+        states=states,
+        apis=list(apis.values()),
+        every_stack=every_stack,
+        journals=_journals(cwd, read_stacks),
+    )
+
+
+def _journals(
+    cwd: str | None, read_stacks: list[tuple[StackState, dict[str, str] | OrphanError | None]]
+) -> list[JournalRead]:
+    """Every create journal a create of the stacks read may have written to (see the module docstring)."""
+    found: dict[str | None, JournalRead] = {None: JournalRead(None, ["creates of this machine"])}
+
+    def read(url: str, why: str) -> None:
+        sources = found.setdefault(url, JournalRead(url)).sources
+        if why not in sources:
+            sources.append(why)
+
+    explicit = os.environ.get(location.ENV_URL, "").strip()
+    if explicit:
+        read(explicit, location.ENV_URL)
+    for state, config in read_stacks:
+        if isinstance(config, dict):
+            for key in ours.config_keys(location.SETTING):
+                if config.get(key):
+                    read(config[key], f"stack {state.label}'s {key}")
+    here = stack_backend.locate(cwd)
+    if here.scheme in stack_backend.BUCKET_SCHEMES:
+        read(location.sibling(here.url), f"beside the stacks' state in {here.location}")
+    return list(found.values())
 
 
 def _project_stacks(cwd: str | None, note: Callable[[str], None]) -> list[str]:

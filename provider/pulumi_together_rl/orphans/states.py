@@ -301,7 +301,8 @@ def list_stacks(
 
 
 def stack_config(name: str, *, cwd: str | None = None, run: Runner = subprocess.run) -> dict[str, str]:
-    """``together:apiKey`` and ``together:baseUrl`` of stack ``name`` of the project in ``cwd``, those it sets
+    """``together:apiKey``, ``together:baseUrl`` and ``together:journalUrl`` of stack ``name`` of the project in
+    ``cwd`` (and their ``together-rl:`` keys), those it sets
     (``pulumi config --json --show-secrets``). Its output holds every secret of the stack: nothing of it is
     ever shown, not even in an error."""
     doing = "reading the config of"
@@ -327,7 +328,7 @@ def stack_config(name: str, *, cwd: str | None = None, run: Runner = subprocess.
             "Check that the Pulumi CLI on PATH is a recent Pulumi v3",
         )
     found: dict[str, str] = {}
-    for key in (*ours.config_keys("apiKey"), *ours.config_keys("baseUrl")):
+    for key in (*ours.config_keys("apiKey"), *ours.config_keys("baseUrl"), *ours.config_keys("journalUrl")):
         item = data.get(key)
         if not isinstance(item, dict):
             continue

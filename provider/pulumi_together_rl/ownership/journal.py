@@ -41,7 +41,8 @@ in ``resources``): entries of the same owner, kind, base URL and request whose l
 looked for by a strict unique match inside that entry's snapshot and window; several candidates mean the create
 touches nothing and says what it found. Older entries are left to the orphan finder.
 
-What it cannot do: it lives on one machine, so a CI runner that is thrown away loses it (the orphan finder,
+What it cannot do: in this machine's folder, a CI runner that is thrown away loses it (a journal in a bucket
+beside the stack's state, :mod:`.location` and :mod:`.shared`, is shared by every machine; the orphan finder,
 ``python -m pulumi_together_rl orphans``, looks from outside); an entry is read only by a create of the same
 declaration and request; and a match without an id is a match, not a proof (see the reconciliation rules).
 The folder is ``$TOGETHER_RL_STATE_DIR/journal``, by default
@@ -927,7 +928,25 @@ def entries(warn: Callable[[str], None] | None = progress_line, request: str | N
     """Every readable entry (of the request ``request``, a :func:`request_key`, when given), oldest first; an
     unreadable one is skipped with one warning (per process) naming its file (``warn=None``: silently).
     Raises :class:`Unreachable` when a shared journal's store cannot be read."""
-    journal = current()
+    return _entries_of(current(), warn, request)
+
+
+def entries_at(url: str | None, warn: Callable[[str], None] | None = progress_line) -> list[Entry]:
+    """Every readable entry of the journal at ``url`` (None: this machine's folder), whichever journal this
+    process's own creates use: what the orphan finder reads for each stack. Raises :class:`Unreachable` when
+    the store cannot be read."""
+    if not url:
+        return _entries_of(None, warn, None)
+    try:
+        journal = shared.at(url)
+    except StoreError as exc:  # not a URL of any store
+        raise Unreachable(exc) from exc
+    return _entries_of(journal, warn, None)
+
+
+def _entries_of(
+    journal: SharedJournal | None, warn: Callable[[str], None] | None, request: str | None
+) -> list[Entry]:
     if journal is not None:
         try:
             found = journal.entries(_parse_key, request, lambda key, why: _warn_malformed(key, why, warn))
