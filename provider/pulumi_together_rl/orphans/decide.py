@@ -13,6 +13,11 @@ someone may be holds it back, the strongest first:
 2. ``pending_create``: a state read has a pending create of the same kind (an update of that stack is running,
    or one was killed before its state recorded the object): it may be that create's. ``--ignore-pending-creates``
    stops it anyway.
+   ``interrupted_create``: an unfinished entry (of any stack, on any machine) records its id, younger than a day:
+   the next ``pulumi up`` of that declaration takes it over by that id (after ``recover`` where the engine left a
+   lock). Never stopped while that holds; a day on, no create takes it over any more and it is stopped like any
+   orphan the journal says an interrupted ``pulumi up`` left (or at once, once ``journal prune`` drops the entry
+   of a stack that is gone).
 3. ``owner_not_read``: its journal entry names a stack that was not read: that stack may hold it.
    ``--ignore-journal-owner`` stops it anyway (for a stack that is gone).
 4. ``held_sessions``: a model resource that training sessions a stack holds run on: the API refuses to stop it
@@ -29,12 +34,14 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 
 from .. import ours
+from ..ownership import journal
 from ._common import format_age
 from .finder import Orphan
 from .states import StackState
 
 IN_FLIGHT = "in_flight"
 JOURNAL_WINDOW = "journal_window"
+INTERRUPTED_CREATE = "interrupted_create"
 PENDING_CREATE = "pending_create"
 OWNER_NOT_READ = "owner_not_read"
 HELD_SESSIONS = "held_sessions"
@@ -95,6 +102,19 @@ def decide(
                 orphan,
                 PENDING_CREATE,
                 f"it may be what a pending create is making: {which}; --ignore-pending-creates stops it anyway",
+            )
+        elif (
+            interrupted
+            and orphan.interrupted_at is not None
+            and moment - orphan.interrupted_at < journal.MAX_AGE
+        ):
+            _hold(
+                orphan,
+                INTERRUPTED_CREATE,
+                f"an interrupted create of {orphan.journal_owner or 'an unknown declaration'} recorded its id, and "
+                "the next `pulumi up` of that stack takes it over by it: run that `pulumi up` (`python -m "
+                "pulumi_together_rl recover` first if the stack is locked); if that stack is gone, drop the entry "
+                "(`python -m pulumi_together_rl journal prune`) and it is an orphan like any other",
             )
         elif (
             owner is not None
