@@ -283,3 +283,28 @@ def test_a_bucket_it_cannot_write_fails_the_create_before_its_post_naming_the_ur
     assert "nothing was created" in text and "TOGETHER_RL_JOURNAL_URL" in text
     assert rig.posts(RESOURCES) == []
     assert json.dumps(text).count("\\n") == 0  # one sentence
+
+
+def test_a_laptops_aws_profile_reaches_the_bucket_as_the_cli_does(
+    rig, journal_in_bucket, tmp_path, monkeypatch
+):
+    """No keys in the environment, a profile in ``~/.aws/credentials`` (what `aws configure` writes): the journal
+    uses it, as the CLI does for the state. Without it, the create fails before its POST."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(UserError, match="cannot be used"):
+        rig.create_resource()
+    assert rig.posts(RESOURCES) == []
+
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text(
+        "[team]\naws_access_key_id = AKIA1\naws_secret_access_key = s\n"
+    )
+    (tmp_path / ".aws" / "config").write_text("[profile team]\nregion = us-east-1\n")
+    monkeypatch.setenv("AWS_PROFILE", "team")
+    stores_seen = set()
+    created = rig.create_resource()
+    stores_seen.update(k for k in bucket_keys(journal_in_bucket) if k.startswith("claims/"))
+    assert any(k.endswith("/" + created.id) for k in stores_seen)

@@ -1018,6 +1018,7 @@ def begin(
             journal.verify()
             journal.create(entry)
         except StoreError as exc:
+            shared.forget(place.url)
             raise Unreachable(exc) from exc
         _prune_shared(journal, entry)
         return entry

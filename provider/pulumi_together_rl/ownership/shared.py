@@ -382,3 +382,10 @@ def at(url: str) -> SharedJournal:
         if journal is None:
             journal = _journals[url] = SharedJournal(url)
         return journal
+
+
+def forget(url: str) -> None:
+    """Drop the journal at ``url`` (its store could not be used): the next create builds it again, with the
+    credentials and settings of then."""
+    with _journals_lock:
+        _journals.pop(url, None)

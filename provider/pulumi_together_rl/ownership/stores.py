@@ -271,6 +271,7 @@ class BucketStore(Store):
             if endpoint:
                 config["endpoint"] = endpoint
                 self.location += f"?endpoint={endpoint}"
+            config.update(_aws_profile(query.get("profile")))
             if query.get("region"):
                 config["region"] = query["region"]
             path_style = query.get("s3ForcePathStyle", query.get("use_path_style", "")).lower() == "true"
@@ -359,6 +360,34 @@ class BucketStore(Store):
             return found
         except Exception as exc:
             raise self._fail(exc) from exc
+
+
+def _aws_profile(named: str | None) -> dict[str, str]:
+    """Keys (and region) of an AWS profile of the shared files, when the environment names no keys: what the CLI
+    (the AWS SDK for Go) also reads on a laptop, and what obstore does not (it reads the environment, web
+    identity, container and instance credentials). Only static keys: a profile of SSO or ``credential_process``
+    needs ``aws configure export-credentials`` (docs/journal.md)."""
+    import configparser
+
+    env = os.environ
+    if env.get("AWS_ACCESS_KEY_ID") or env.get("AWS_WEB_IDENTITY_TOKEN_FILE"):
+        return {}
+    profile = named or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
+    home = Path(os.path.expanduser("~"))
+    found: dict[str, str] = {}
+    keys = configparser.ConfigParser(interpolation=None)
+    keys.read(env.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials")
+    if keys.has_option(profile, "aws_access_key_id") and keys.has_option(profile, "aws_secret_access_key"):
+        found["access_key_id"] = keys.get(profile, "aws_access_key_id")
+        found["secret_access_key"] = keys.get(profile, "aws_secret_access_key")
+        if keys.has_option(profile, "aws_session_token"):
+            found["token"] = keys.get(profile, "aws_session_token")
+    settings = configparser.ConfigParser(interpolation=None)
+    settings.read(env.get("AWS_CONFIG_FILE") or home / ".aws" / "config")
+    section = profile if profile == "default" else f"profile {profile}"
+    if not (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")) and settings.has_option(section, "region"):
+        found["region"] = settings.get(section, "region")
+    return found
 
 
 def _version(meta: Any) -> str:
