@@ -12,11 +12,19 @@
 // are untouched by it: the engine starts them through the `pulumi-resource-pulumi-python` script, not through the
 // language host.
 //
+// Plugins as upstream installs and runs them: a plugin folder whose PulumiPlugin.yaml says `runtime: python`
+// (an archive that `pulumi plugin install` unpacks, or one the engine downloads on first use) gets a venv of
+// its own, `venv` in the folder, unless its runtime options name another toolchain or virtualenv: the engine
+// asks InstallDependencies (IsPlugin) at install time, which makes that venv and installs the folder's
+// requirements.txt into it, and RunPlugin runs the folder's __main__.py with that venv's Python. Without this
+// default the install went to whatever `python3` came first on PATH (a user's system Python, another
+// project's venv) and the plugin then ran with it. A policy pack (kind analyzer) keeps the program's rules.
+//
 // What it leaves out, compared with upstream: plugin discovery from installed packages (GetRequiredPackages
 // answers none, which is right for a program of dynamic resources only), type checkers, `pulumi new` prompts,
 // code generation, and plugins that are buildable packages (RunPlugin runs a folder's __main__.py only, which
-// is what a Python policy pack is). Everything it does not implement answers gRPC Unimplemented, which the
-// engine treats as "an older host" where it can.
+// is what a Python policy pack and this project's plugin archives are). Everything it does not implement answers
+// gRPC Unimplemented, which the engine treats as "an older host" where it can.
 package main
 
 import (
@@ -198,7 +206,7 @@ func (h *pythonHost) GetRequiredPackages(
 
 // Run executes the program with the project's Python, through the SDK's exec shim, and reports its outcome.
 func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
-	tc, err := resolveToolchain(req.GetInfo())
+	tc, err := resolveToolchain(req.GetInfo(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +297,8 @@ func (h *pythonHost) RunPlugin(
 	req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer,
 ) error {
 	info := req.GetInfo()
-	tc, err := resolveToolchain(info)
+	// A policy pack runs as a program does; every other kind of plugin in its own venv (upstream's rule).
+	tc, err := resolveToolchain(info, req.GetKind() != analyzerKind)
 	if err != nil {
 		return err
 	}
@@ -336,7 +345,7 @@ func (h *pythonHost) RunPlugin(
 func (h *pythonHost) InstallDependencies(
 	req *pulumirpc.InstallDependenciesRequest, server pulumirpc.LanguageRuntime_InstallDependenciesServer,
 ) error {
-	tc, err := resolveToolchain(req.GetInfo())
+	tc, err := resolveToolchain(req.GetInfo(), req.GetIsPlugin())
 	if err != nil {
 		return err
 	}
@@ -351,7 +360,7 @@ func (h *pythonHost) InstallDependencies(
 }
 
 func (h *pythonHost) About(ctx context.Context, req *pulumirpc.AboutRequest) (*pulumirpc.AboutResponse, error) {
-	tc, err := resolveToolchain(req.GetInfo())
+	tc, err := resolveToolchain(req.GetInfo(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +374,7 @@ func (h *pythonHost) About(ctx context.Context, req *pulumirpc.AboutRequest) (*p
 func (h *pythonHost) GetProgramDependencies(
 	ctx context.Context, req *pulumirpc.GetProgramDependenciesRequest,
 ) (*pulumirpc.GetProgramDependenciesResponse, error) {
-	tc, err := resolveToolchain(req.GetInfo())
+	tc, err := resolveToolchain(req.GetInfo(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -380,9 +389,17 @@ func (h *pythonHost) GetProgramDependencies(
 	return &pulumirpc.GetProgramDependenciesResponse{Dependencies: deps}, nil
 }
 
+// The plugin kind of a policy pack (apitype.AnalyzerPlugin), as RunPluginRequest.Kind names it.
+const analyzerKind = "analyzer"
+
+// pluginVirtualenv is the venv of a plugin folder whose runtime options name none (upstream's default).
+const pluginVirtualenv = "venv"
+
 // resolveToolchain reads the project's runtime options (`toolchain`, `virtualenv`) as the upstream host does
-// and hands them to the SDK's toolchain package, which owns the venv rules.
-func resolveToolchain(info *pulumirpc.ProgramInfo) (toolchain.Toolchain, error) {
+// and hands them to the SDK's toolchain package, which owns the venv rules. A plugin (isPlugin) never runs in
+// the ambient Python: with pip, or no toolchain named, its venv is the folder's `venv` unless the options name
+// one (upstream's parseOptions does the same; a program keeps the ambient Python for compatibility).
+func resolveToolchain(info *pulumirpc.ProgramInfo, isPlugin bool) (toolchain.Toolchain, error) {
 	opts := toolchain.PythonOptions{
 		Root:       info.GetRootDirectory(),
 		ProgramDir: info.GetProgramDirectory(),
@@ -405,6 +422,9 @@ func resolveToolchain(info *pulumirpc.ProgramInfo) (toolchain.Toolchain, error) 
 		default:
 			return nil, fmt.Errorf("unsupported Python toolchain %q in Pulumi.yaml: use pip, uv or poetry", name)
 		}
+	}
+	if isPlugin && opts.Virtualenv == "" && (opts.Toolchain == toolchain.Auto || opts.Toolchain == toolchain.Pip) {
+		opts.Virtualenv = pluginVirtualenv
 	}
 	if v, ok := fields["typechecker"]; ok && v.GetStringValue() != "" {
 		return nil, fmt.Errorf("the runtime option typechecker (%q) is not supported by this build's Python "+
