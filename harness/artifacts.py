@@ -31,11 +31,13 @@ import io
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -121,21 +123,24 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _run(args: list[str], what: str, **kwargs: object) -> subprocess.CompletedProcess:
+def _run(
+    args: list[str], what: str, *, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     try:
         result = subprocess.run(
-            args, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False, **kwargs
-        )  # type: ignore[call-overload]
+            args, cwd=cwd, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+        )
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"{what} did not finish in {BUILD_TIMEOUT} s") from exc
     assert result.returncode == 0, f"{what} failed:\n{result.stdout}\n{result.stderr}"
     return result
 
 
-def _uv() -> str:
+def _uv() -> list[str]:
+    """The uv command: $UV (`uv run` sets it; `python3 -m uv` where the Makefile installed it so), else PATH's."""
     uv = os.environ.get("UV") or shutil.which("uv")
     assert uv, "no uv on PATH: the artifacts are built and installed with it"
-    return uv
+    return shlex.split(uv)
 
 
 def provide_dist(shared: Path) -> Dist:
@@ -152,8 +157,6 @@ def provide_dist(shared: Path) -> Dist:
     with _locked(shared):
         done = shared / "dist.seconds"
         if not done.exists():
-            import time
-
             started = time.monotonic()
             env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
             _run(
@@ -181,13 +184,13 @@ def provide_index(dist: Dist, shared: Path) -> Path:
             uv = _uv()
             env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
             exported = _run(
-                [uv, "export", "--frozen", "--no-dev", "--extra", "emulator", "--extra", "policy",
+                [*uv, "export", "--frozen", "--no-dev", "--extra", "emulator", "--extra", "policy",
                  "--no-emit-project", "--no-header", "--format", "requirements-txt"],
                 "uv export", cwd=ROOT, env=env,
             )  # fmt: skip
             requirements = index / ".requirements.txt"
             requirements.write_text(exported.stdout)
-            download = [uv, "tool", "run", "--python", str(base_python()), "--from", PIP, "pip", "download",
+            download = [*uv, "tool", "run", "--python", str(base_python()), "--from", PIP, "pip", "download",
                         "--disable-pip-version-check", "--only-binary=:all:", "--dest", str(index)]  # fmt: skip
             _run(
                 [*download, "--no-deps", "--require-hashes", "-r", str(requirements)],
@@ -280,7 +283,7 @@ def user_env(
         if not k.startswith(("TOGETHER_", "PULUMI_", "UV_", "PIP_", "VIRTUAL_ENV", "PYTHON", "npm_"))
         and k not in ("PWD", "OLDPWD")
     }
-    uv_dir = str(Path(_uv()).parent)
+    uv_dir = str(Path(shutil.which("uv") or _uv()[0]).parent)  # the README's commands run `uv`
     path = [*bin_dirs, str(base_python().parent), uv_dir]
     path += [
         p

@@ -3,6 +3,9 @@
 `cli_stack(project, **env)` makes a :class:`support.cli.CLIStack` against the test's emulator and destroys and
 removes it afterwards, whatever the test did. Every test that uses it needs the CLI: without one it is skipped
 with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
+
+`dist` is the release's artifacts (``make dist``), built once per run for every worker (harness/artifacts.py), and
+`index` the local package index made of them and their locked dependencies.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from harness.artifacts import provide_dist, provide_index, shared_folder
 from harness.cli import CLIStack
 from harness.faces import DYNAMIC, FACES, Face
 
@@ -57,3 +61,13 @@ def cli_stack(emulator, tmp_path, pulumi_bin, request):
 def face(request) -> Face:
     """Each face in turn: a scenario that takes ``face`` runs against the dynamic resources and the plugin."""
     return request.param
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory):
+    return provide_dist(shared_folder(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture(scope="session")
+def index(dist, tmp_path_factory):
+    return provide_index(dist, shared_folder(tmp_path_factory.getbasetemp()))

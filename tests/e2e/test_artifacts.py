@@ -37,7 +37,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from harness.artifacts import ReleaseServer, provide_dist, provide_index, sha256, shared_folder, user_env
+from harness.artifacts import ReleaseServer, sha256, user_env
 from harness.cli import ROOT, CLIStack, active, unavailable, writes
 from harness.faces import PLUGIN
 
@@ -130,16 +130,6 @@ def site_packages(folder: Path) -> set[str]:
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="session")
-def dist(tmp_path_factory):
-    return provide_dist(shared_folder(tmp_path_factory.getbasetemp()))
-
-
-@pytest.fixture(scope="session")
-def index(dist, tmp_path_factory):
-    return provide_index(dist, shared_folder(tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@
 //
 // Plugins as upstream installs and runs them: a plugin folder whose PulumiPlugin.yaml says `runtime: python`
 // (an archive that `pulumi plugin install` unpacks, or one the engine downloads on first use) gets a venv of
-// its own, `venv` in the folder, unless its runtime options name another toolchain or virtualenv: the engine
+// its own, `venv` in the folder, unless its runtime options name another toolchain or virtualenv or it lies in a
+// uv or poetry project (see inLockedProject: there it keeps the project's venv, unlike upstream): the engine
 // asks InstallDependencies (IsPlugin) at install time, which makes that venv and installs the folder's
 // requirements.txt into it, and RunPlugin runs the folder's __main__.py with that venv's Python. Without this
 // default the install went to whatever `python3` came first on PATH (a user's system Python, another
@@ -423,7 +424,8 @@ func resolveToolchain(info *pulumirpc.ProgramInfo, isPlugin bool) (toolchain.Too
 			return nil, fmt.Errorf("unsupported Python toolchain %q in Pulumi.yaml: use pip, uv or poetry", name)
 		}
 	}
-	if isPlugin && opts.Virtualenv == "" && (opts.Toolchain == toolchain.Auto || opts.Toolchain == toolchain.Pip) {
+	if isPlugin && opts.Virtualenv == "" && (opts.Toolchain == toolchain.Pip ||
+		(opts.Toolchain == toolchain.Auto && !inLockedProject(info.GetProgramDirectory()))) {
 		opts.Virtualenv = pluginVirtualenv
 	}
 	if v, ok := fields["typechecker"]; ok && v.GetStringValue() != "" {
@@ -431,6 +433,28 @@ func resolveToolchain(info *pulumirpc.ProgramInfo, isPlugin bool) (toolchain.Too
 			"language host: remove it, or install the official Pulumi CLI", v.GetStringValue())
 	}
 	return toolchain.ResolveToolchain(opts)
+}
+
+// inLockedProject reports whether dir is inside a uv or poetry project (a uv.lock or poetry.lock in it or above),
+// which the toolchain package's Auto resolution would pick. There a plugin keeps its project's venv: upstream gives
+// it a `venv` of its own inside the plugin folder and syncs the whole project into it, which for a plugin folder
+// of a source checkout (`pulumi package get-schema provider/pulumi_together_rl/plugin`) puts a venv inside the
+// package, where the next build would pack it. An installed plugin (an archive unpacked under ~/.pulumi/plugins)
+// is in no project and gets its own venv, as upstream.
+func inLockedProject(dir string) bool {
+	for dir != "" {
+		for _, lock := range []string{"uv.lock", "poetry.lock"} {
+			if _, err := os.Stat(filepath.Join(dir, lock)); err == nil {
+				return true
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return false
+		}
+		dir = parent
+	}
+	return false
 }
 
 // streamWriter turns the toolchain's output into InstallDependencies stream messages.
