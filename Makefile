@@ -9,7 +9,7 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: help uv sync cli sdk yaml-host demo check test test-cli test-release typecheck bench chaos lint format importtime clean
+.PHONY: help uv sync cli sdk dist yaml-host demo check test test-cli test-release typecheck bench chaos lint format importtime clean
 
 help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
@@ -20,6 +20,7 @@ help:
 	@echo "make typecheck   # mypy --strict on a user program against the public Args (tests/typing; part of make test)"
 	@echo "make cli         # provide the pinned Pulumi CLI (scripts/pulumi-cli.sh) and print its folder"
 	@echo "make sdk         # regenerate sdk/python and sdk/nodejs from the plugin's schema (scripts/gen-sdk.sh)"
+	@echo "make dist        # a release's artifacts in dist/: wheel, sdist, plugin archives, SDK wheel and tarball, SHA256SUMS"
 	@echo "make yaml-host   # provide the pinned Pulumi YAML language host (scripts/pulumi-yaml.sh) and print its folder"
 	@echo "make bench       # how the provider waits (overshoot, requests, 2 + 16 / 4 + 20 convergence) next to the together SDK"
 	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI), audited"
@@ -42,6 +43,11 @@ sdk:
 
 yaml-host:
 	@bash scripts/pulumi-yaml.sh
+
+# Every artifact of a release, into dist/ (scripts/dist.py; docs/releasing.md): what the release workflow
+# publishes, and what the release tier's artifact tests install.
+dist: sync
+	@$(UV) run --frozen python scripts/dist.py
 
 # No dependency on sync: the script first provides the Pulumi CLI (or says how to get it), then syncs.
 demo:
@@ -94,4 +100,4 @@ importtime: sync
 	$(UV) run --frozen python scripts/importtime.py
 
 clean:
-	rm -rf .venv .pytest_cache .ruff_cache
+	rm -rf .venv .pytest_cache .ruff_cache dist

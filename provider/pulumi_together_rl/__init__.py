@@ -18,7 +18,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
+"""The one place the version is set: the wheel's metadata (hatch reads it, pyproject.toml), the plugin's schema
+and so the generated SDKs, the plugin, both policy packs and the release archives take it from here. A release
+is this line, a CHANGELOG.md section and a ``v<version>`` tag (docs/releasing.md)."""
 
 __all__ = [
     "Checkpoint",

@@ -9,7 +9,7 @@ from setuptools.command.install import install
 from subprocess import check_call
 
 
-VERSION = "0.1.0"
+VERSION = "0.4.0"
 def readme():
     try:
         with open('README.md', encoding='utf-8') as f:
@@ -25,6 +25,9 @@ setup(name='pulumi_together_rl_sdk',
       long_description=readme(),
       long_description_content_type='text/markdown',
       keywords='together rl post-training category/cloud',
+      project_urls={
+          'Repository': 'https://github.com/pulumi-together-rl/pulumi-together-rl'
+      },
       license='Apache-2.0',
       packages=find_packages(),
       package_data={

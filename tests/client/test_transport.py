@@ -10,6 +10,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
+import pulumi_together_rl
 from pulumi_together_rl.client import (
     ApiConnectionError,
     ApiTimeout,
@@ -265,7 +266,7 @@ def test_every_request_carries_auth_user_agent_and_timeouts():
     assert request.headers["Authorization"] == f"Bearer {KEY}"
     major, minor = sys.version_info[:2]
     assert request.headers["User-Agent"] == (
-        f"pulumi-together-rl/0.1.0 (python {major}.{minor}; httpx {httpx.__version__})"
+        f"pulumi-together-rl/{pulumi_together_rl.__version__} (python {major}.{minor}; httpx {httpx.__version__})"
     )
     assert request.extensions["timeout"] == {"connect": 10.0, "read": 60.0, "write": 60.0, "pool": 60.0}
     assert str(request.url) == f"{BASE}/v1/rl/supported-models"

@@ -4,6 +4,9 @@
 removes it afterwards, whatever the test did. `runners(...)` makes machines (:mod:`harness.runner`) whose stacks
 live in the test's bucket of an S3-compatible server. Every test that uses them needs the CLI: without one it is
 skipped with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
+
+`dist` is the release's artifacts (``make dist``), built once per run for every worker (harness/artifacts.py), and
+`index` the local package index made of them and their locked dependencies.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
+from harness.artifacts import provide_dist, provide_index, shared_folder
 from harness.cli import CLIStack
 from harness.faces import DYNAMIC, FACES, Face
 from harness.runner import Runner
@@ -109,3 +113,13 @@ def runners(emulator, tmp_path, pulumi_bin, bucket, request):
 def face(request) -> Face:
     """Each face in turn: a scenario that takes ``face`` runs against the dynamic resources and the plugin."""
     return request.param
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory):
+    return provide_dist(shared_folder(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture(scope="session")
+def index(dist, tmp_path_factory):
+    return provide_index(dist, shared_folder(tmp_path_factory.getbasetemp()))

@@ -244,6 +244,9 @@ def test_pulumi_package_get_schema_lists_both_resources_and_their_functions(cli_
         "together-rl:index:latestCheckpoint",
     ]
     assert all(p["description"] for r in printed["resources"].values() for p in r["inputProperties"].values())
+    # The engine had the language host install the folder's dependencies first: in a uv project, into the
+    # project's venv, never a venv inside the package folder (which a build would pack).
+    assert not (PLUGIN_DIR / "venv").exists()
 
 
 def _example_copy(tmp: Path, name: str) -> Path:
@@ -302,25 +305,20 @@ def test_get_reads_an_object_made_elsewhere_and_never_stops_it(cli_stack, emulat
     assert [o["id"] for o in active(emulator)["model_resources"]] == [shared.id]
 
 
-@pytest.mark.release  # builds and installs the wheel
-def test_the_plugin_runs_from_a_pip_installed_wheel(cli_stack, emulator, tmp_path):
+@pytest.mark.release  # installs the release's wheel
+def test_the_plugin_runs_from_a_pip_installed_wheel(cli_stack, emulator, dist, index, tmp_path):
     """A user's venv (pip, no uv project): the engine runs the folder's executable with that venv's Python."""
     import subprocess
     import sys
 
-    subprocess.run(
-        ["uv", "build", "--wheel", "--out-dir", str(tmp_path / "dist"), str(ROOT)],
-        check=True,
-        capture_output=True,
-    )
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    [wheel] = (tmp_path / "dist").glob("*.whl")
     subprocess.run(
-        ["uv", "pip", "install", "--python", str(venv / "bin" / "python"), str(wheel)],
+        ["uv", "pip", "install", "--python", str(venv / "bin" / "python"), "--no-index", "--find-links", str(index),
+         str(dist.wheel)],
         check=True,
         capture_output=True,
-    )
+    )  # fmt: skip
     folder = subprocess.run([str(venv / "bin" / "python"), "-m", "pulumi_together_rl", "plugin", "path"],
                             check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     assert folder.startswith(str(venv))

@@ -43,9 +43,9 @@ pytestmark = pytest.mark.release  # the release tier (make test-release)
 
 # The releases whose stacks this checkout must take over unchanged: a commit or a tag each, oldest first.
 RELEASES = (
-    "e11510f93297acf03cf8cdaae7729752a546c2b8",  # before the create journal, owner, estimates, model_resource_spec
-    "85e163d051446f0bc6add8afb90decc724e2819e",  # the journal and estimates, no owner input yet
-    "8c4c08ed3eb9e6b161f5bb48e206e4b6888b4bf6",  # the plugin face, session checkpoint outputs; no keep_ready_until yet
+    "e11510f93297acf03cf8cdaae7729752a546c2b8",  # 0.1.0: before the journal, owner, estimates, model_resource_spec
+    "85e163d051446f0bc6add8afb90decc724e2819e",  # 0.2.0: the journal and estimates, no owner input yet
+    "8c4c08ed3eb9e6b161f5bb48e206e4b6888b4bf6",  # 0.3.0: the plugin face, checkpoint outputs; no keep_ready_until
 )
 PLUGIN_RELEASES = ("8c4c08ed3eb9e6b161f5bb48e206e4b6888b4bf6",)
 """The releases whose plugin-face stacks (Pulumi YAML) this checkout must take over unchanged, oldest first."""
@@ -292,7 +292,9 @@ def test_a_plugin_stack_made_by_an_earlier_release_is_taken_over_unchanged(
 
 
 def test_every_release_tag_is_listed():
-    """From its tag on, every release is upgrade-tested: a release tag missing from RELEASES fails here."""
+    """From its tag on, every release is upgrade-tested: a release tag missing from RELEASES fails here. A tag of
+    the commit under test is the release being made (the release workflow runs at its tag), not an earlier one."""
     listed = {resolve(revision) for revision in RELEASES}
-    missing = sorted(tag for tag, commit in release_tags().items() if commit not in listed)
+    head = resolve("HEAD")
+    missing = sorted(tag for tag, commit in release_tags().items() if commit not in listed and commit != head)
     assert not missing, f"add the release tag(s) {missing} to RELEASES in {__file__}"

@@ -212,3 +212,24 @@ def test_the_keep_ceiling_holds_keep_ready_until_to_the_configured_hours_ahead()
     ]
     assert rules.keep_ceiling(items, {"max_keep_ready_hours": 72}, now) == []
     assert rules.keep_ceiling([resource("old", keep_ready_until="2020-01-01T00:00:00Z")], {}, now) == []
+
+
+def test_the_executable_pack_tells_the_engine_its_port_without_pythonunbuffered():
+    """The engine starts ``together-rl-policy-pack`` with its stdout a pipe and waits for the port on it; a user's
+    environment has no PYTHONUNBUFFERED (this machine's does), and the port must not wait in a buffer."""
+    import os
+    import select
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    executable = Path(sys.executable).parent / "together-rl-policy-pack"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    served = subprocess.Popen([str(executable)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        ready, _, _ = select.select([served.stdout], [], [], 30)
+        assert ready, "the pack printed no port in 30 s: it is stuck in stdout's buffer"
+        assert int(served.stdout.readline()) > 0
+    finally:
+        served.terminate()
+        served.wait(timeout=30)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 
@@ -81,7 +82,7 @@ def test_get_reads_an_existing_object_by_id(mocks):
 
 def test_public_surface():
     assert set(pulumi_together_rl.__all__) >= {"ModelResource", "ModelResourceArgs", "TrainingSession"}
-    assert pulumi_together_rl.__version__ == "0.1.0"
+    assert pulumi_together_rl.__version__ == importlib.metadata.version("pulumi-together-rl")
     with pytest.raises(AttributeError):
         _ = pulumi_together_rl.NoSuchThing
 

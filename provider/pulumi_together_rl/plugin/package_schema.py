@@ -38,6 +38,9 @@ PYTHON_PACKAGE = "pulumi_together_rl_sdk"
 NODE_PACKAGE = "@pulumi-together-rl/sdk"
 """The generated TypeScript SDK's package (the default, ``@pulumi/together-rl``, is Pulumi's own scope)."""
 
+DISTRIBUTION = "pulumi-together-rl"
+"""This package's distribution: its metadata names the project's repository (pyproject.toml's [project.urls])."""
+
 ANY = {"$ref": "pulumi.json#/Any"}
 
 _DYNAMIC_ONLY = frozenset({"model_resource", "model_resource_spec"})
@@ -328,6 +331,31 @@ def _functions(types: _Types, answers: _Types) -> dict[str, Any]:
 
 
 @functools.cache
+def repository() -> str:
+    """``<owner>/<name>`` of the project's GitHub repository, from the package's metadata: the one place it is
+    written is pyproject.toml's ``[project.urls] Repository``."""
+    from importlib.metadata import metadata
+
+    urls: dict[str, str] = {}
+    for entry in metadata(DISTRIBUTION).get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        urls[label.strip()] = url.strip()
+    match = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+)", urls.get("Repository", ""))
+    if not match:
+        raise LookupError(
+            f"the metadata of {DISTRIBUTION} names no GitHub repository (pyproject.toml's [project.urls])"
+        )
+    return match.group(1)
+
+
+def plugin_download_url() -> str:
+    """Where the engine fetches the plugin: the repository's GitHub releases, whose assets are the archives
+    ``pulumi-resource-together-rl-v<version>-<os>-<arch>.tar.gz`` (``make dist``). The generated SDKs carry it as
+    their ``server``, so a program of theirs gets the plugin installed on first use."""
+    return f"github://api.github.com/{repository()}"
+
+
+@functools.cache
 def package_schema() -> dict[str, Any]:
     """The whole package schema (``pulumi package get-schema`` prints it)."""
     resources: dict[str, Any] = {}
@@ -349,6 +377,8 @@ def package_schema() -> dict[str, Any]:
         "model, billed while READY) and the training sessions on them.",
         "keywords": ["together", "rl", "post-training", "category/cloud"],
         "license": "Apache-2.0",
+        "repository": f"https://github.com/{repository()}",
+        "pluginDownloadURL": plugin_download_url(),
         "config": {"variables": CONFIG},
         "provider": {"description": "The Together RL provider.", "inputProperties": CONFIG},
         "resources": resources,

@@ -11,6 +11,7 @@ the sum of the prices), and reports each violation against the resource it conce
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -207,8 +208,28 @@ def _report_the_version() -> None:
     servicer.__init__ = init
 
 
+def _unbuffered_stdout() -> None:
+    """Make the port the pack prints reach the engine at once.
+
+    pulumi-policy (1.21) writes the port the engine waits for to ``sys.stdout.buffer`` and never flushes it. The
+    language host runs a folder's pack with ``python -u``; started as an executable (``together-rl-policy-pack``)
+    with its stdout a pipe, the port stayed in the buffer and ``pulumi preview --policy-pack`` waited forever
+    ("Loading policy packs...") unless the user's environment had PYTHONUNBUFFERED. This puts an unbuffered binary
+    layer under stdout, as ``-u`` does. Upstream fix: a flush after the write (pulumi-policy).
+    """
+    if not sys.stdout.isatty():
+        sys.stdout.flush()
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(sys.stdout.fileno(), "w", closefd=False),  # type: ignore[arg-type] # what -u does
+            encoding=sys.stdout.encoding,
+            errors=sys.stdout.errors,
+            write_through=True,
+        )
+
+
 def main() -> None:
     """Serve the pack (blocks): what the engine starts, by folder or as ``together-rl-policy-pack``."""
+    _unbuffered_stdout()
     _record_the_stack()
     _report_the_version()
     PolicyPack(name=PACK_NAME, policies=policies(), enforcement_level=EnforcementLevel.MANDATORY)

@@ -12,11 +12,20 @@
 // are untouched by it: the engine starts them through the `pulumi-resource-pulumi-python` script, not through the
 // language host.
 //
+// Plugins as upstream installs and runs them: a plugin folder whose PulumiPlugin.yaml says `runtime: python`
+// (an archive that `pulumi plugin install` unpacks, or one the engine downloads on first use) gets a venv of
+// its own, `venv` in the folder, unless its runtime options name another toolchain or virtualenv or it lies in a
+// uv or poetry project (see inLockedProject: there it keeps the project's venv, unlike upstream): the engine
+// asks InstallDependencies (IsPlugin) at install time, which makes that venv and installs the folder's
+// requirements.txt into it, and RunPlugin runs the folder's __main__.py with that venv's Python. Without this
+// default the install went to whatever `python3` came first on PATH (a user's system Python, another
+// project's venv) and the plugin then ran with it. A policy pack (kind analyzer) keeps the program's rules.
+//
 // What it leaves out, compared with upstream: plugin discovery from installed packages (GetRequiredPackages
 // answers none, which is right for a program of dynamic resources only), type checkers, `pulumi new` prompts,
 // code generation, and plugins that are buildable packages (RunPlugin runs a folder's __main__.py only, which
-// is what a Python policy pack is). Everything it does not implement answers gRPC Unimplemented, which the
-// engine treats as "an older host" where it can.
+// is what a Python policy pack and this project's plugin archives are). Everything it does not implement answers
+// gRPC Unimplemented, which the engine treats as "an older host" where it can.
 package main
 
 import (
@@ -198,7 +207,7 @@ func (h *pythonHost) GetRequiredPackages(
 
 // Run executes the program with the project's Python, through the SDK's exec shim, and reports its outcome.
 func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
-	tc, err := resolveToolchain(req.GetInfo())
+	tc, err := resolveToolchain(req.GetInfo(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +298,8 @@ func (h *pythonHost) RunPlugin(
 	req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer,
 ) error {
 	info := req.GetInfo()
-	tc, err := resolveToolchain(info)
+	// A policy pack runs as a program does; every other kind of plugin in its own venv (upstream's rule).
+	tc, err := resolveToolchain(info, req.GetKind() != analyzerKind)
 	if err != nil {
 		return err
 	}
@@ -336,7 +346,7 @@ func (h *pythonHost) RunPlugin(
 func (h *pythonHost) InstallDependencies(
 	req *pulumirpc.InstallDependenciesRequest, server pulumirpc.LanguageRuntime_InstallDependenciesServer,
 ) error {
-	tc, err := resolveToolchain(req.GetInfo())
+	tc, err := resolveToolchain(req.GetInfo(), req.GetIsPlugin())
 	if err != nil {
 		return err
 	}
@@ -351,7 +361,7 @@ func (h *pythonHost) InstallDependencies(
 }
 
 func (h *pythonHost) About(ctx context.Context, req *pulumirpc.AboutRequest) (*pulumirpc.AboutResponse, error) {
-	tc, err := resolveToolchain(req.GetInfo())
+	tc, err := resolveToolchain(req.GetInfo(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +375,7 @@ func (h *pythonHost) About(ctx context.Context, req *pulumirpc.AboutRequest) (*p
 func (h *pythonHost) GetProgramDependencies(
 	ctx context.Context, req *pulumirpc.GetProgramDependenciesRequest,
 ) (*pulumirpc.GetProgramDependenciesResponse, error) {
-	tc, err := resolveToolchain(req.GetInfo())
+	tc, err := resolveToolchain(req.GetInfo(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -380,9 +390,17 @@ func (h *pythonHost) GetProgramDependencies(
 	return &pulumirpc.GetProgramDependenciesResponse{Dependencies: deps}, nil
 }
 
+// The plugin kind of a policy pack (apitype.AnalyzerPlugin), as RunPluginRequest.Kind names it.
+const analyzerKind = "analyzer"
+
+// pluginVirtualenv is the venv of a plugin folder whose runtime options name none (upstream's default).
+const pluginVirtualenv = "venv"
+
 // resolveToolchain reads the project's runtime options (`toolchain`, `virtualenv`) as the upstream host does
-// and hands them to the SDK's toolchain package, which owns the venv rules.
-func resolveToolchain(info *pulumirpc.ProgramInfo) (toolchain.Toolchain, error) {
+// and hands them to the SDK's toolchain package, which owns the venv rules. A plugin (isPlugin) never runs in
+// the ambient Python: with pip, or no toolchain named, its venv is the folder's `venv` unless the options name
+// one (upstream's parseOptions does the same; a program keeps the ambient Python for compatibility).
+func resolveToolchain(info *pulumirpc.ProgramInfo, isPlugin bool) (toolchain.Toolchain, error) {
 	opts := toolchain.PythonOptions{
 		Root:       info.GetRootDirectory(),
 		ProgramDir: info.GetProgramDirectory(),
@@ -406,11 +424,37 @@ func resolveToolchain(info *pulumirpc.ProgramInfo) (toolchain.Toolchain, error) 
 			return nil, fmt.Errorf("unsupported Python toolchain %q in Pulumi.yaml: use pip, uv or poetry", name)
 		}
 	}
+	if isPlugin && opts.Virtualenv == "" && (opts.Toolchain == toolchain.Pip ||
+		(opts.Toolchain == toolchain.Auto && !inLockedProject(info.GetProgramDirectory()))) {
+		opts.Virtualenv = pluginVirtualenv
+	}
 	if v, ok := fields["typechecker"]; ok && v.GetStringValue() != "" {
 		return nil, fmt.Errorf("the runtime option typechecker (%q) is not supported by this build's Python "+
 			"language host: remove it, or install the official Pulumi CLI", v.GetStringValue())
 	}
 	return toolchain.ResolveToolchain(opts)
+}
+
+// inLockedProject reports whether dir is inside a uv or poetry project (a uv.lock or poetry.lock in it or above),
+// which the toolchain package's Auto resolution would pick. There a plugin keeps its project's venv: upstream gives
+// it a `venv` of its own inside the plugin folder and syncs the whole project into it, which for a plugin folder
+// of a source checkout (`pulumi package get-schema provider/pulumi_together_rl/plugin`) puts a venv inside the
+// package, where the next build would pack it. An installed plugin (an archive unpacked under ~/.pulumi/plugins)
+// is in no project and gets its own venv, as upstream.
+func inLockedProject(dir string) bool {
+	for dir != "" {
+		for _, lock := range []string{"uv.lock", "poetry.lock"} {
+			if _, err := os.Stat(filepath.Join(dir, lock)); err == nil {
+				return true
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return false
+		}
+		dir = parent
+	}
+	return false
 }
 
 // streamWriter turns the toolchain's output into InstallDependencies stream messages.

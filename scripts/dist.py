@@ -1,0 +1,189 @@
+"""``make dist``: every artifact of a release, built from this tree into ``dist/`` (or ``--out DIR``).
+
+* the package's wheel and sdist (``pulumi_together_rl-<V>-py3-none-any.whl``, ``pulumi_together_rl-<V>.tar.gz``);
+* the provider plugin's archives, ``pulumi-resource-together-rl-v<V>-<os>-<arch>.tar.gz`` for linux and darwin
+  (amd64, arm64) and windows (amd64): what ``pulumi plugin install resource together-rl <V>`` unpacks, and what
+  the engine downloads from the GitHub release that the schema's ``pluginDownloadURL`` names. Each is the same
+  pure-Python folder: ``PulumiPlugin.yaml`` (``runtime: python``), ``requirements.txt`` (this exact version of
+  the package) and the launcher ``__main__.py``. Nothing is bundled: the engine has the Python language host
+  make the plugin's venv and install its requirements at install time, with the user's own Python, so no wheel
+  built for another Python lands there and no pip runs during a preview;
+* the generated SDKs: the Python SDK's wheel (``pulumi_together_rl_sdk-<V>-py3-none-any.whl``) and the
+  TypeScript SDK's npm tarball (``pulumi-together-rl-sdk-<V>.tgz``), from the checked-in ``sdk/`` (``make sdk``;
+  a release-tier test holds them to the schema);
+* ``SHA256SUMS``: the SHA-256 of every file above, in ``sha256sum -c`` form.
+
+The version is the package's ``__version__`` (provider/pulumi_together_rl/__init__.py), which the SDKs and the
+schema carry too: a mismatch stops the build. Needs uv (the Makefile's) and npm; the builds fetch their build
+backends (hatchling, setuptools) from the package index the first time. The archives are reproducible (fixed
+times, owners and modes): the same tree gives the same bytes, and the five are one folder under five names.
+
+    uv run python scripts/dist.py [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_DIR = ROOT / "provider" / "pulumi_together_rl" / "plugin"
+PLUGIN = "together-rl"
+PLATFORMS = (
+    ("linux", "amd64"),
+    ("linux", "arm64"),
+    ("darwin", "amd64"),
+    ("darwin", "arm64"),
+    ("windows", "amd64"),
+)
+SUMS = "SHA256SUMS"
+# A fixed time for every archive member (and the gzip header): the same tree gives the same bytes.
+EPOCH = 315532800  # 1980-01-01, the oldest time a zip (a wheel) can hold too
+
+
+def version() -> str:
+    """``__version__`` as the source says it, read without importing the package (no venv needed)."""
+    text = (ROOT / "provider" / "pulumi_together_rl" / "__init__.py").read_text()
+    (found,) = re.findall(r'^__version__ = "([^"]+)"$', text, re.M)
+    return found
+
+
+def archive_name(ver: str, os_name: str, arch: str) -> str:
+    return f"pulumi-resource-{PLUGIN}-v{ver}-{os_name}-{arch}.tar.gz"
+
+
+def plugin_files(ver: str) -> dict[str, bytes]:
+    """The plugin folder of the archives: {name: content}."""
+    return {
+        "PulumiPlugin.yaml": (PLUGIN_DIR / "PulumiPlugin.yaml").read_bytes(),
+        # One line: the engine's language host installs it into the plugin's own venv (`venv` in its folder).
+        "requirements.txt": f"pulumi-together-rl=={ver}\n".encode(),
+        # The launcher: the language host runs `<venv>/bin/python <folder>`, which runs this.
+        "__main__.py": (PLUGIN_DIR / "__main__.py").read_bytes(),
+    }
+
+
+def write_archive(path: Path, files: dict[str, bytes]) -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(files[name]), EPOCH, 0o644
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(files[name]))
+    with path.open("wb") as out, gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=EPOCH) as gz:
+        gz.write(raw.getvalue())
+
+
+def uv() -> list[str]:
+    """The uv to build with: $UV (`uv run` sets it; the Makefile may pass `python3 -m uv`), else uv on PATH."""
+    named = os.environ.get("UV") or shutil.which("uv")
+    if not named:
+        sys.exit("dist: no uv (run it through `make dist`, which installs the pinned uv)")
+    return shlex.split(named)
+
+
+def run(args: list[str], cwd: Path) -> None:
+    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        sys.exit(f"dist: `{shlex.join(args)}` failed in {cwd}:\n{result.stdout}{result.stderr}")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_versions(ver: str) -> None:
+    """The SDKs are generated from the schema at a version: both must be this one (else `make sdk`)."""
+    setup = (ROOT / "sdk" / "python" / "setup.py").read_text()
+    package = json.loads((ROOT / "sdk" / "nodejs" / "package.json").read_text())
+    found = {
+        "sdk/python/setup.py": re.findall(r'^VERSION = "([^"]+)"$', setup, re.M),
+        "sdk/nodejs/package.json": [package.get("version")],
+    }
+    wrong = {name: got for name, got in found.items() if got != [ver]}
+    if wrong:
+        sys.exit(f"dist: the SDKs are not at version {ver} ({wrong}): run `make sdk` and commit the result")
+
+
+def build(out: Path) -> list[Path]:
+    ver = version()
+    check_versions(ver)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    env_uv = uv()
+    with tempfile.TemporaryDirectory(prefix="together-rl-dist-") as scratch:
+        work = Path(scratch)
+        # The package: the sdist, then the wheel from the sdist (so the sdist is known to build); --no-sources
+        # builds as a user's installer would (no [tool.uv.sources] of this repository).
+        run([*env_uv, "build", "--no-sources", "--out-dir", str(out), str(ROOT)], ROOT)
+        # The SDKs from copies: setuptools writes build/ and *.egg-info beside setup.py.
+        shutil.copytree(
+            ROOT / "sdk" / "python",
+            work / "python",
+            ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+        )
+        run([*env_uv, "build", "--no-sources", "--wheel", "--out-dir", str(out), str(work / "python")], work)
+        npm = shutil.which("npm")
+        if not npm:
+            sys.exit("dist: npm is not on PATH: it packs the TypeScript SDK (install Node.js)")
+        shutil.copytree(
+            ROOT / "sdk" / "nodejs", work / "nodejs", ignore=shutil.ignore_patterns("node_modules", "bin")
+        )
+        run([npm, "pack", "--silent", "--pack-destination", str(out)], work / "nodejs")
+    # uv marks a folder it creates as one git ignores: dist/ is ignored by the repository's own .gitignore.
+    (out / ".gitignore").unlink(missing_ok=True)
+    files = plugin_files(ver)
+    for os_name, arch in PLATFORMS:
+        write_archive(out / archive_name(ver, os_name, arch), files)
+
+    expected = {
+        f"pulumi_together_rl-{ver}-py3-none-any.whl",
+        f"pulumi_together_rl-{ver}.tar.gz",
+        f"pulumi_together_rl_sdk-{ver}-py3-none-any.whl",
+        f"pulumi-together-rl-sdk-{ver}.tgz",
+        *(archive_name(ver, o, a) for o, a in PLATFORMS),
+    }
+    made = {path.name for path in out.iterdir()}
+    if made != expected:
+        sys.exit(f"dist: expected {sorted(expected)} in {out}, found {sorted(made)}")
+    artifacts = sorted(out.iterdir())
+    (out / SUMS).write_text("".join(f"{sha256(path)}  {path.name}\n" for path in artifacts))
+    return [*artifacts, out / SUMS]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "dist", help="the folder to (re)create (default: dist/)"
+    )
+    args = parser.parse_args()
+    started = time.monotonic()
+    made = build(args.out.resolve())
+    for path in made:
+        print(f"{path.stat().st_size:>10,}  {path.relative_to(args.out.resolve())}")
+    print(f"dist: {len(made)} files in {args.out} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

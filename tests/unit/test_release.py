@@ -1,0 +1,94 @@
+"""One version and one repository, wherever a release writes them, and the release's own check
+(scripts/release_notes.py): the version is set once (``__version__``), the repository once (pyproject.toml's
+``[project.urls] Repository``); everything else is made from them or held to them here (docs/releasing.md)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from pulumi_together_rl import __version__
+from pulumi_together_rl.plugin.package_schema import package_schema, plugin_download_url, repository
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTES = ROOT / "scripts" / "release_notes.py"
+
+
+def _read(relative: str) -> str:
+    return (ROOT / relative).read_text()
+
+
+def test_the_version_is_the_same_everywhere_a_release_writes_it():
+    setup = _read("sdk/python/setup.py")
+    node = json.loads(_read("sdk/nodejs/package.json"))
+    found = {
+        "the installed metadata": importlib.metadata.version("pulumi-together-rl"),
+        "the plugin's schema": package_schema()["version"],
+        "sdk/python/setup.py": re.search(r'^VERSION = "([^"]+)"$', setup, re.M).group(1),
+        "sdk/python pulumi-plugin.json": json.loads(
+            _read("sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json")
+        )["version"],
+        "sdk/nodejs/package.json": node["version"],
+        "sdk/nodejs/package.json pulumi": node["pulumi"]["version"],
+        "the gitops example's policy pack": yaml.safe_load(_read("examples/gitops/policy/PulumiPolicy.yaml"))[
+            "version"
+        ],
+        "the README's pulumi plugin install": re.search(
+            r"^pulumi plugin install resource together-rl (\S+) ", _read("README.md"), re.M
+        ).group(1),
+        "CHANGELOG.md's newest release": re.search(
+            r"^## \[(\d[^\]]*)\] - \d{4}-\d{2}-\d{2}$", _read("CHANGELOG.md"), re.M
+        ).group(1),
+    }
+    assert {where: v for where, v in found.items() if v != __version__} == {}, f"not {__version__}"
+
+
+def test_the_repository_is_the_same_everywhere_and_no_placeholder_is_left():
+    owner_and_name = repository()
+    assert owner_and_name == "pulumi-together-rl/pulumi-together-rl"
+    assert plugin_download_url() == f"github://api.github.com/{owner_and_name}"
+    assert package_schema()["pluginDownloadURL"] == plugin_download_url()
+    assert (
+        json.loads(_read("sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json"))["server"]
+        == plugin_download_url()
+    )
+    assert json.loads(_read("sdk/nodejs/package.json"))["pulumi"]["server"] == plugin_download_url()
+    pages = [
+        "README.md",
+        "CHANGELOG.md",
+        *(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")),
+    ]
+    for page in pages:
+        text = _read(page)
+        assert "<owner>" not in text, page
+        named = set(re.findall(r"(?:github\.com|api\.github\.com)/([\w.-]+/pulumi-together-rl)\b", text))
+        assert named <= {owner_and_name}, (page, named)
+    assert owner_and_name in _read("README.md")
+
+
+def _notes(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(NOTES), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_release_notes_are_the_changelog_section_of_the_version():
+    result = _notes("--tag", f"v{__version__}", "--repository", repository())
+    assert result.returncode == 0, result.stderr
+    changelog = _read("CHANGELOG.md")
+    section = changelog.split(f"## [{__version__}] - ", 1)[1].split("\n## [", 1)[0]
+    assert result.stdout.strip() == section.split("\n", 1)[1].strip()
+    assert "### Upgrading from" in result.stdout  # what a user must do on upgrade
+
+
+def test_a_release_from_another_tag_or_repository_is_refused():
+    result = _notes("--tag", "v9.9.9", "--repository", "someone/else")
+    assert result.returncode == 1 and result.stdout == ""
+    assert f"the tag v9.9.9 is not v{__version__}" in result.stderr
+    assert f"this runs in someone/else, but pyproject.toml names {repository()}" in result.stderr
