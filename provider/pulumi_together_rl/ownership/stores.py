@@ -385,7 +385,9 @@ def _aws_profile(named: str | None) -> dict[str, str]:
     settings = configparser.ConfigParser(interpolation=None)
     settings.read(env.get("AWS_CONFIG_FILE") or home / ".aws" / "config")
     section = profile if profile == "default" else f"profile {profile}"
-    if not (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")) and settings.has_option(section, "region"):
+    if not (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")) and settings.has_option(
+        section, "region"
+    ):
         found["region"] = settings.get(section, "region")
     return found
 
