@@ -82,7 +82,6 @@ def rig(emulator, monkeypatch, fresh_provider_state) -> Rig:
     client.close()
 
 
-
 @pytest.fixture
 def journal_in_bucket(bucket, monkeypatch):
     """The create journal in a fresh bucket of the loopback S3 server (``TOGETHER_RL_JOURNAL_URL``), with short
