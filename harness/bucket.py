@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import socket
 import subprocess
@@ -22,6 +23,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -91,6 +94,8 @@ class S3Server:
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self._log = tempfile.TemporaryFile()
+        handle, self._recording = tempfile.mkstemp(prefix="moto-recording-")  # moto's recorder writes here
+        os.close(handle)
 
     @property
     def endpoint(self) -> str:
@@ -107,7 +112,7 @@ class S3Server:
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, "MOTO_PORT": str(self.port)},
+                env={**os.environ, "MOTO_PORT": str(self.port), "MOTO_RECORDER_FILEPATH": self._recording},
                 start_new_session=True,  # a Ctrl-C of the test run is the suite's to handle, not the server's
             )
             if self._wait_until_it_answers():
@@ -140,6 +145,28 @@ class S3Server:
         self._log.seek(0)
         return self._log.read().decode(errors="replace")
 
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[tuple[str, str]]]:
+        """The requests the server answers meanwhile, as ``(method, URL path and query, percent-decoded)`` in
+        order, filled in when the block ends: moto's own recorder (``/moto-api/recorder/``), so that a test counts
+        what a command costs the bucket. One server serves one test at a time (one per pytest-xdist worker)."""
+        base = f"http://{self.endpoint}/moto-api/recorder"
+        httpx.post(f"{base}/reset-recording", timeout=10).raise_for_status()
+        httpx.post(f"{base}/start-recording", timeout=10).raise_for_status()
+        seen: list[tuple[str, str]] = []
+        try:
+            yield seen
+        finally:
+            httpx.post(f"{base}/stop-recording", timeout=10).raise_for_status()
+            answer = httpx.get(f"{base}/download-recording", timeout=10)
+            answer.raise_for_status()
+            for line in answer.text.splitlines():
+                if line.strip():
+                    request = json.loads(line)
+                    parts = urlsplit(request["url"])
+                    where = unquote(parts.path) + (f"?{unquote(parts.query)}" if parts.query else "")
+                    seen.append((request["method"], where))
+
     def bucket(self, name: str | None = None) -> Bucket:
         """A fresh, empty bucket (S3 CreateBucket); its name is unique unless given."""
         made = Bucket(name or f"t-{uuid.uuid4().hex[:16]}", self.endpoint)
@@ -166,13 +193,28 @@ class S3Server:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         self._log.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._recording)
 
 
 def read_object(bucket: Bucket, key: str) -> bytes | None:
-    """The bytes at ``key`` of ``bucket`` (None: no such key), read with plain HTTP (moto takes unsigned
-    requests): what a test checks the journal or the state by, without the code under test."""
-    answer = httpx.get(f"http://{bucket.endpoint}/{bucket.name}/{key}", timeout=10)
-    if answer.status_code == 404:
-        return None
-    answer.raise_for_status()
-    return answer.content
+    """The bytes at ``key`` of ``bucket`` (None: no such key), read with boto3 (moto's own client library: not the
+    code under test), signed with the bucket's credentials (moto refuses an unsigned read of an object: 403):
+    what a test checks the journal or the state by."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    env = bucket.env
+    client = boto3.client(
+        "s3",
+        endpoint_url=f"http://{bucket.endpoint}",
+        region_name=REGION,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
+    try:
+        return client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
+        raise

@@ -7,15 +7,18 @@ What only the CLI shows (the lock, ``--import-pending-creates`` and the next ``u
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
+import time
 
 import pytest
 
 from pulumi_together_rl import backend
 from pulumi_together_rl.orphans import states
 from pulumi_together_rl.orphans.states import parse_state
-from pulumi_together_rl.ownership import journal, recovery
+from pulumi_together_rl.ownership import journal, recovery, shared
 
 BASE = "https://api.test"
 BODY = {"base_model": "Qwen/Qwen3.5-4B", "lora_enabled": True}
@@ -207,15 +210,37 @@ def test_the_report_shows_the_inputs_without_the_engines_own_or_a_secret():
     assert "import mr-1" in text
 
 
+@contextlib.contextmanager
+def renewed(entry: journal.Entry):
+    """``entry``'s lease renewed every 0.2 s, as a create at work renews it (from a thread of its own, so that the
+    lease seconds of the test, not the process's renewal thread's pace, decide)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.2):
+            entry.shared.renew(entry)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield entry
+    finally:
+        stop.set()
+        thread.join()
+
+
 @pytest.mark.parametrize("report", [True, False])
 def test_the_command_refuses_or_reports_a_live_create_before_touching_the_stack(report, monkeypatch, capsys):
-    """Nothing runs after the export while a create is live: not `pulumi cancel`, not `pulumi refresh`."""
+    """Nothing runs after the export while a create is live: not `pulumi cancel`, not `pulumi refresh`; a lease
+    renewed all along is still live once its length has passed, and refused then."""
+    monkeypatch.setenv(shared.ENV_LEASE, "1")
     ran: list[list[str]] = []
     monkeypatch.setattr(states, "export_stack", lambda stack, **_: export([("gpu", RESOURCE)]))
     monkeypatch.setattr(states, "_pulumi", lambda args, **_: ran.append(args) or "")
     held = journal.begin("model resource", BASE, BODY, "organization/sweep/dev/gpu", BUCKET)
     try:
-        status = recovery.run("dev", report=report)
+        with renewed(held):
+            status = recovery.run("dev", report=report)
     finally:
         held.release()
 
@@ -228,6 +253,35 @@ def test_the_command_refuses_or_reports_a_live_create_before_touching_the_stack(
         assert status == recovery.EXIT_REFUSED and said[0].startswith(
             "error: recovering stack (dev): a create"
         )
+        assert "waiting up to" in out  # its lease was waited for first
+
+
+def test_a_lease_nobody_renews_any_more_is_waited_out_on_the_stores_clock_then_the_stack_is_recovered(
+    monkeypatch, capsys
+):
+    """A runner thrown away mid-create leaves its entry held by a lease that nobody renews: not a run at work.
+    The command waits for it to run out (at most its length, judged on the store's clock, not two minutes more)
+    and then recovers the stack; it neither refuses at once nor clears the lock while the lease lives."""
+    monkeypatch.setenv(shared.ENV_LEASE, "1")
+    ran: list[tuple[float, list[str]]] = []
+    monkeypatch.setattr(states, "export_stack", lambda stack, **_: export([("gpu", RESOURCE)]))
+    monkeypatch.setattr(states, "_pulumi", lambda args, **_: ran.append((time.monotonic(), args)) or "")
+    gone = journal.begin("model resource", BASE, BODY, "organization/sweep/dev/gpu", BUCKET)
+    gone.posting([])
+    gone.sending()
+    gone.record("mr-1")
+    shared._unhold(gone)  # its process is gone: nothing renews the lease from here on
+    abandoned = time.monotonic()
+
+    status = recovery.run("dev", report=False)
+
+    out, err = capsys.readouterr()
+    assert status == recovery.EXIT_OK, err
+    assert "waiting up to" in out and "-> import mr-1" in out
+    [(cancelled, cancel), (_, refresh)] = ran
+    assert cancel[0] == "cancel" and "--import-pending-creates" in refresh
+    # Not before the lease (1 s) and the clock's margin ran out, and well before two minutes more.
+    assert 1.0 + shared.CLOCK_MARGIN - 1.0 <= cancelled - abandoned < 10.0
 
 
 def test_an_id_the_refresh_recorded_is_reported_imported_and_its_entry_marked_done():

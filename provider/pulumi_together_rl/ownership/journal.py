@@ -1123,6 +1123,24 @@ def lease_left(entry: Entry) -> float:
     return max(0.0, entry.shared.expires_in(entry)) if entry.shared is not None else 0.0
 
 
+def outlast(live: Callable[[], list[Entry]], said: Callable[[float, list[Entry]], None]) -> list[Entry]:
+    """Wait for the live leases ``live()`` gives (read again every few seconds) to end or run out, at most as
+    long as the longest of them has left when first read (``said(seconds, entries)`` first, for the user): those still
+    live then (their run renews them: it is at work), else []. A lease is a promise of at most its length, so a
+    runner killed or thrown away a moment ago holds things up that long, never longer; a local entry's lock has
+    no lease (a process holds it or not): one that is live is returned at once."""
+    found = live()
+    wait = max((lease_left(e) for e in found), default=0.0)
+    if not found or wait <= 0:
+        return found
+    said(wait, found)
+    deadline = time.monotonic() + wait + 1.0
+    while found and time.monotonic() < deadline:
+        time.sleep(min(2.0, max(0.2, deadline - time.monotonic())))
+        found = live()
+    return found
+
+
 def unattributed(entry: Entry, now: datetime | None = None) -> list[Entry]:
     """Unfinished entries of ``entry``'s owner, kind, API and request written by a release that did not record
     the stack's backend (version 2), that no running process holds, younger than :data:`MAX_AGE`: they may be

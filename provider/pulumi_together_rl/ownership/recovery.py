@@ -10,7 +10,10 @@ For one stack, this command reads both (``pulumi stack export``, and the journal
 declarations) and shows them. Then, unless ``--report`` (only the report: for a CI ``if: cancelled()`` step):
 
 * **a create of the stack is live** (its entry is held: a ``pulumi up`` on this machine, or another runner whose
-  lease is live): it refuses, in one sentence naming whose it is, and changes nothing: the lock is that run's.
+  lease is live): a lease is first waited for, at most as long as it has left (a runner killed or thrown away a
+  moment ago holds the stack up that long, judged on the store's clock); one still live then (renewed: its run is
+  at work), or a lock held on this machine, is refused, in one sentence naming whose it is, and nothing is
+  changed: the stack's lock is that run's.
 * otherwise it removes the stale lock (``pulumi cancel --yes``), and decides each pending create of a Together
   object on the evidence:
 
@@ -46,8 +49,9 @@ from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import ours
-from ..messages import SECRET, UserError, printable
+from ..messages import SECRET, UserError, format_elapsed, printable
 from . import journal
+from .stores import StoreError
 
 if TYPE_CHECKING:  # the orphan finder's CLI plumbing is imported by the command only, not by a provider
     from ..orphans.states import StackState
@@ -289,12 +293,32 @@ def run(stack: str, *, report: bool, cwd: str | None = None, out: IO[str] | None
 
     try:
         state = export_stack(stack, cwd=cwd, folder=cwd)
+        _learn_the_stores_clock()
         found = plan(state, journal.entries(warn=warn))
     except (UserError, journal.Refused) as exc:
         err.write(f"error: {exc}\n")
         return EXIT_OK if report else EXIT_FAILED
     for line in report_lines(found):
         say(line)
+    if found.live and not report:
+        # A lease is a promise of at most its length: a runner killed or thrown away a moment ago holds the
+        # stack up that long, and one whose lease is renewed meanwhile is a run at work (refused below).
+        try:
+            if not journal.outlast(
+                lambda: plan(state, journal.entries(warn=warn)).live,
+                lambda wait, live: say(
+                    f"a create of the stack holds a live create journal lease ({live[0].describe()}): waiting "
+                    f"up to {format_elapsed(wait)} for it to end or run out"
+                ),
+            ):
+                say("no create of the stack is live any more; read again:")
+                state = export_stack(stack, cwd=cwd, folder=cwd)  # the run may have ended meanwhile
+                found = plan(state, journal.entries(warn=warn))
+                for line in report_lines(found):
+                    say(line)
+        except (UserError, journal.Refused) as exc:
+            err.write(f"error: {exc}\n")
+            return EXIT_FAILED
     if found.live:
         refusal = refused(stack, found.live)
         if report:
@@ -323,6 +347,19 @@ def run(stack: str, *, report: bool, cwd: str | None = None, out: IO[str] | None
     for line in outcome_lines(found, after):
         say(line)
     return EXIT_OK
+
+
+def _learn_the_stores_clock() -> None:
+    """A shared journal's leases are judged on its store's clock, learnt from a probe write: a reader that
+    writes nothing judges them on this machine's clock with two minutes more (:data:`.shared.UNPROBED_SKEW`),
+    so a runner killed a moment ago would hold recovery up that much longer than its lease."""
+    shared_journal = journal.current()
+    if shared_journal is None:
+        return
+    try:
+        shared_journal.verify()
+    except StoreError as exc:
+        raise journal.Unreachable(exc) from exc
 
 
 def outcome_lines(found: Plan, after: StackState) -> list[str]:

@@ -288,18 +288,13 @@ class CreateTransaction(Generic[Obj, Req]):
         """An interrupted create of this declaration whose lease is still live (a runner killed a moment ago, in
         a shared journal) is waited for until its lease runs out: it is taken over then, never while live. One that
         is renewed meanwhile is a run at work: nothing is created beside it."""
-        live = journal.live_leases(self.entry)
-        if not live:
-            return
-        wait = max(journal.lease_left(e) for e in live)
-        log(
-            f"{self.kind.name}: an earlier create of this declaration holds a live create journal lease "
-            f"({live[0].describe()}); waiting up to {format_elapsed(wait)} for it to end or run out"
+        live = journal.outlast(
+            lambda: journal.live_leases(self.entry),
+            lambda wait, live: log(
+                f"{self.kind.name}: an earlier create of this declaration holds a live create journal lease "
+                f"({live[0].describe()}); waiting up to {format_elapsed(wait)} for it to end or run out"
+            ),
         )
-        deadline = time.monotonic() + wait + 1.0
-        while time.monotonic() < deadline and live:
-            time.sleep(min(2.0, max(0.2, deadline - time.monotonic())))
-            live = journal.live_leases(self.entry)
         if live:
             raise UserError(
                 "creating",
