@@ -1774,8 +1774,8 @@ class Campaign(CLICampaign):
             straggler.join(timeout=120)
             with report.lock:
                 report.notes.append("two runners: runner 1 was never frozen (the case did not run)")
-            first.gone = True
-            return [outcome[0] if outcome else False, self.up_phase(plan, second, report, None, first=True)]
+            second.gone = True  # runner 1's state is the stack's: it destroys it
+            return [outcome[0] if outcome else False, False]
         converged = self.up_phase(plan, second, report, None, first=True)
         pauser.wake()
         straggler.join(timeout=120)
@@ -2237,7 +2237,10 @@ class Campaign(CLICampaign):
         places["provider output"] = "\n".join(report.outputs)
         places["error messages"] = "\n".join(report.errors)
         texts = []
-        for path in sorted(self.state_dir.rglob("*")):
+        # The campaign's journal folder, and what is left of the runners' machines (their local folders).
+        for path in sorted(
+            p for folder in (self.state_dir, *self.tmp.glob("runner-*")) for p in folder.rglob("*")
+        ):
             if path.is_file():
                 texts.append(path.read_text(errors="replace"))
         places["create journal"] = "\n".join(texts)
