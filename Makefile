@@ -23,7 +23,7 @@ help:
 	@echo "make dist        # a release's artifacts in dist/: wheel, sdist, plugin archives, SDK wheel and tarball, SHA256SUMS"
 	@echo "make yaml-host   # provide the pinned Pulumi YAML language host (scripts/pulumi-yaml.sh) and print its folder"
 	@echo "make bench       # how the provider waits (overshoot, requests, 2 + 16 / 4 + 20 convergence) next to the together SDK"
-	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI), audited"
+	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI, +3 runner cases), audited"
 	@echo "make lint        # ruff"
 	@echo "make mypy        # mypy: the package at its defaults, the core (resources, client, journal ...) as --strict"
 	@echo "make importtime  # import cost of pulumi_together_rl next to the official together SDK"
@@ -94,7 +94,7 @@ bench: sync
 # The CLI cycles run with the CLI that scripts/pulumi-cli.sh provides; without one they are skipped.
 chaos: sync
 	@bin="$$(bash scripts/pulumi-cli.sh)" || { bin=""; echo "make chaos: no Pulumi CLI; the CLI cycles will not run" >&2; }; \
-	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen python scripts/chaos.py --cycles 50 --cli-cycles 2 $(CHAOS_ARGS)
+	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen python scripts/chaos.py --cycles 50 --cli-cycles 2 --runner-cycles 3 $(CHAOS_ARGS)
 
 importtime: sync
 	$(UV) run --frozen python scripts/importtime.py

@@ -89,6 +89,34 @@ zombie-engine cases are drawn from an RNG of their own, so that a cycle without 
   audits tell the stacks apart by the key that made each object and the state that holds it, never by name; the
   case is counted only when the journal shows entries of one owner from both stacks, each with its own backend.
 
+Runner cases (``--runner-cycles K``: K more cycles after the others, runner cycle N being ``RUNNER_CASES[N % 3]``,
+with the cycle's own fault mix and none of the other team cases): the stack's state and its create journal are in
+a bucket of a loopback S3-compatible server (``harness.bucket.S3Server``, moto, one bucket per cycle), and each
+command runs on a **runner**, a machine of its own: its own ``HOME``, XDG folders and ``TMPDIR``, no
+``TOGETHER_RL_STATE_DIR`` and no ``TOGETHER_RL_JOURNAL_URL``, ``PULUMI_BACKEND_URL`` the bucket's, so that the
+provider finds the journal beside the state as it does after a ``pulumi login`` of the bucket (the stand-in
+engine keeps the state itself, as the bucket would; leases last 3 s instead of 30, to keep the campaign short):
+
+* **a runner thrown away mid-create**: while the stack's first ``up`` waits for an object to be READY/RUNNING, or
+  while its POST is in flight (1 s injected latency), the runner's provider process tree is SIGKILLed (frozen
+  first) and its folders deleted; the next ``up`` runs on a new runner and must take the object over from the
+  journal in the bucket (the stand-in's state holds nothing of the killed create: what ``recover`` leaves when the
+  CLI cannot import a pending create);
+* **a CI cancel**: the same moments, GitHub Actions' cancel at its real timing: SIGINT to the provider, SIGTERM
+  7.5 s later if it still runs, SIGKILL of its tree 2.5 s after that, then the runner deleted; the next ``up``
+  on a new runner;
+* **two runners of one stack**: runner 1's ``up`` is frozen (SIGSTOP of its provider) once its model resource's
+  create has recorded the id in the bucket and waits for READY; runner 2's up phase runs meanwhile (its create
+  meets runner 1's lease, waits for it to run out, takes the object over); then runner 1 wakes up, a straggler
+  whose lease was taken over: its create must fail, marking nothing done and stopping nothing; its state is
+  then discarded with its runner, and runner 2 destroys the stack. Runner 1's state is audited with runner 2's
+  (an id both hold is lost state; what only runner 1's holds bills after the destroy).
+
+The audits are the same; the key-leak audit reads every object of the bucket too. ``runner cycles with the journal
+beside the state`` counts the runner cycles whose bucket held the journal's entries afterwards; each case's figure
+counts the cycles in which its interrupt came; ``stragglers that lost their lease`` the two-runner cycles whose
+runner 1 failed saying so.
+
 A failed ``up`` is run again (the user re-running ``pulumi up``), at most 3 tries in all, plus one for each
 interrupt the campaign caused and each journal entry the user dismissed. A create that cannot tell its object
 from look-alikes touches nothing and raises "none can be proven this create's", naming the command that
@@ -182,12 +210,13 @@ Run it (deterministic given the seed, apart from thread timing):
     uv run --frozen python scripts/chaos.py --cycles 50 --seed 1             # or: make chaos
     uv run --frozen python scripts/chaos.py --cycles 50 --seed 1 --cli-cycles 2 --verbose
     uv run --frozen python scripts/chaos.py --seed 1 --first-cycle 17 --cycles 1 --verbose   # replay cycle 17
+    uv run --frozen python scripts/chaos.py --seed 1 --cycles 0 --runner-cycles 3   # the three runner cases
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --dry-run   # print the plans only
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --evidence /tmp/chaos-evidence  # keep what
         # a cycle with a finding saw: provider/CLI output, errors, the emulator's final state and request log
 
 The last lines are the figures: ``cycles``, ``faults injected``, ``failed operations``, the team cases,
-``left for the user to decide``, then ``orphans``, ``duplicates``, ``taken from another owner``, ``healthy
+the runner cases, ``left for the user to decide``, then ``orphans``, ``duplicates``, ``taken from another owner``, ``healthy
 objects stopped``, ``billed after destroy``, ``lost state``, ``key leaks``, ``engine deaths unnoticed``; the exit
 status is 1 when any of the last eight is not 0, and every finding is described on stderr with the cycle that
 replays it.
@@ -196,6 +225,7 @@ replays it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -220,6 +250,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from harness.bucket import Bucket, S3Server  # noqa: E402
 from harness.engine import (  # noqa: E402
     EngineError,
     ProviderProcess,
@@ -227,13 +258,14 @@ from harness.engine import (  # noqa: E402
     StandInEngine,
     provider_blob,
 )
+from harness.runner import GITHUB_SIGKILL_AFTER, GITHUB_SIGTERM_AFTER, descendants  # noqa: E402
 
 from pulumi_together_rl import backend, lifeline  # noqa: E402
 from pulumi_together_rl.client import TogetherRL  # noqa: E402
 from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
 from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402
 from pulumi_together_rl.emulator.settings import key_digest  # noqa: E402
-from pulumi_together_rl.ownership import journal  # noqa: E402
+from pulumi_together_rl.ownership import journal, location  # noqa: E402
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider  # noqa: E402
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider  # noqa: E402
 
@@ -306,6 +338,34 @@ ZOMBIE_TAKEOVER_TIMING = 8.0
 # How long a provider whose engine is a zombie may take to exit on its own: one look, plus the POSTs in flight.
 ENGINE_EXIT_BOUND = lifeline.CHECK_EVERY + lifeline.POST_GRACE + 10.0
 SLOW_TIMING = 2.5  # its provisioning time in the first try (then back to the cycle's own)
+RUNNER_LEASE = (
+    3.0  # TOGETHER_RL_LEASE_SECONDS of the runner cycles (default 30 s): a killed runner blocks 5 s
+)
+PAUSE_TIMING = (
+    3.0  # the model resource's provisioning time while runner 1 is frozen (two runners of one stack)
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunnerCase:
+    """A runner case: what happens to the machine (a CI runner) running the stack's first ``up``, its state and
+    its create journal in a bucket. ``interrupt``: "throw-away" (its provider's process tree SIGKILLed, its
+    folders deleted), "github-cancel" (GitHub Actions' cancel of the step, then the runner deleted) or "pause"
+    (frozen while another runner of the same stack runs ``up``, then woken); ``lands``: in what the interrupt
+    lands ("wait": the create waits for READY / RUNNING, its id recorded; "post": its POST is in flight)."""
+
+    name: str  # the figure
+    label: str  # the plan's label
+    interrupt: str
+    lands: tuple[str, ...]
+
+
+RUNNER_CASES = (
+    RunnerCase("runners thrown away mid-create", "runner-thrown-away", "throw-away", ("wait", "post")),
+    RunnerCase("runners cancelled mid-create", "runner-github-cancel", "github-cancel", ("wait", "post")),
+    RunnerCase("two runners of one stack", "two-runners", "pause", ("wait",)),
+)
+"""Runner cycle N is case ``N % 3`` (so that ``--first-cycle N --cycles 0 --runner-cycles 1`` replays it)."""
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 DISMISS = re.compile(r"journal dismiss\s+([0-9a-f]+)")
 CANDIDATES = re.compile(
@@ -349,6 +409,12 @@ def utcnow() -> datetime:
 def journal_entries(since: float) -> list[journal.Entry]:
     """The create journal's entries written since ``since`` (a time.time()), oldest first: the campaign's journal
     keeps every cycle's records, and the watchers poll it often (reading only files, never taking a lock)."""
+    if os.environ.get(location.ENV_URL):  # a runner cycle: the journal in the cycle's bucket
+        return [
+            e
+            for e in journal.entries(warn=None)
+            if e.modified is None or e.modified.timestamp() >= since - 2  # store time, 1 s resolution
+        ]
     folder = journal.directory()
     found = []
     try:
@@ -404,6 +470,7 @@ class Plan:
     poison: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # collection -> raw items
     backends: bool = False  # two stacks of the same names (equal owners) in two backends: cross-backend
     zombie: bool = False  # the kill hits stack a's engine, which is left unreaped: a zombie engine
+    runner: RunnerCase | None = None  # a runner cycle: state and journal in a bucket, runners as machines
 
     @property
     def message(self) -> str:
@@ -428,6 +495,8 @@ class Plan:
             out.append("two-stacks")
         if self.zombie:
             out.append("zombie-engine")
+        if self.runner is not None:
+            out.append(self.runner.label)
         if self.twins:
             out.append("twins")
         out += [f"colleague-{kind}-{trigger}" for kind, trigger, _ in self.colleague]
@@ -761,6 +830,40 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
     return plan
 
 
+def make_runner_plan(seed: int, cycle: int) -> Plan:
+    """A runner cycle: the cycle's own fault mix (:func:`make_plan`), one stack (or, for two runners, one stack
+    run from two machines), the runner case ``RUNNER_CASES[cycle % 3]`` as its interrupt (drawn from an RNG of
+    its own). The other team cases (two stacks, cross-backend, twins, a colleague, a zombie engine, a kill
+    during a take-over) and the create timeout are left out: their own cycles test them, and a runner cycle is
+    about the machine that goes away."""
+    plan = make_plan(seed, cycle)
+    case = RUNNER_CASES[cycle % len(RUNNER_CASES)]
+    rng = random.Random(f"together-rl-chaos:{seed}:{cycle}:runners")
+    if plan.slow:
+        plan.timings[plan.slow_key] = plan.slow_restore
+    plan.rules = [
+        (label, rule) for label, rule in plan.rules if not label.startswith(("kill-", "colleague-"))
+    ]
+    for key in ("resource_pending", "session_creating"):
+        plan.timings[key] = round(rng.uniform(0.05, 0.3), 3)
+    plan.runner = case
+    plan.stacks, plan.backends, plan.twins, plan.zombie = 1, False, False, False
+    plan.takeover_kill, plan.colleague, plan.slow = False, [], None
+    if case.interrupt == "pause":
+        plan.kill, plan.oob_stop = None, None
+        plan.timings["resource_pending"] = PAUSE_TIMING
+        return plan
+    kind, lands = rng.choice(("resource", "session")), rng.choice(case.lands)
+    plan.kill = (kind, lands)
+    if lands == "post":
+        path = RESOURCES if kind == "resource" else SESSIONS
+        latency = {"method": "POST", "path": f"^{path}$", "status": None, "latency": KILL_LATENCY}
+        plan.rules.insert(0, ("kill-latency", {**latency, "times": 1, "keys": [DIGESTS["a"]]}))
+    else:
+        plan.timings["resource_pending" if kind == "resource" else "session_creating"] = KILL_WAIT_TIMING
+    return plan
+
+
 # ------------------------------------------------------------------------------------------------- results
 
 
@@ -807,6 +910,11 @@ class Report:
     gone_taken: set[str] = dataclasses.field(default_factory=set)
     backends_seen: bool = (
         False  # cross-backend: both stacks wrote entries of one owner, with their two backends
+    )
+    paused: bool = False  # two runners: runner 1 was frozen while runner 2 ran up
+    straggler_lost: bool = False  # and its create then failed, saying that it lost its lease
+    journal_in_bucket: bool = (
+        False  # a runner cycle: the journal's entries were beside the state, in the bucket
     )
     since: float = dataclasses.field(default_factory=time.time)  # when the cycle began (journal files since)
     error_lines: list[str] = dataclasses.field(default_factory=list)  # the provider's own error line of each
@@ -868,7 +976,7 @@ class Stack:
     provider processes run under an engine process (:class:`harness.engine.ProviderUnderEngine`), which is what
     a kill hits."""
 
-    def __init__(self, campaign: Campaign, plan: Plan, role: str):
+    def __init__(self, campaign: Campaign, plan: Plan, role: str, runner: int = 0):
         self.role = role
         self.name = f"c{plan.cycle}" + ("" if role == "a" or plan.backends else role)
         self.key = KEYS[role]
@@ -887,15 +995,59 @@ class Stack:
         self._current: ProviderProcess | None = None
         self.killed_pid: int | None = None
         self.outcome = ""
+        self.gone = False  # two runners: runner 1's job is over, its state is not the stack's
+        # Runner cycles: the machine its commands run on (``runner``: which of the stack's concurrent runners).
+        self.case = plan.runner
+        self.runner = runner
+        self.machines = 0
+        self.machine: Path | None = None
+        self.interrupt_over = threading.Event()  # cleared while a runner's interrupt is being carried out
+        self.interrupt_over.set()
+        if self.case is not None:
+            self.cycle, self.tmp, self.bucket = plan.cycle, campaign.tmp, campaign.bucket_of(plan)
+            self.location = backend.canonical(self.bucket.url)
+            self.new_machine()
+
+    def new_machine(self) -> None:
+        """Runner cycles: the next command runs on a fresh machine (a CI runner): its own HOME, XDG folders
+        (its local create journal would be there) and TMPDIR, logged into the cycle's bucket
+        (``PULUMI_BACKEND_URL``: the provider finds the journal beside the state there, as it does for a
+        ``pulumi login`` of a bucket). The stack's state is the stand-in engine's, which outlives the machine as
+        the bucket backend's would; after an interrupt it holds what ``recover`` leaves when the CLI cannot
+        import a pending create (nothing of the interrupted create: the next ``up`` takes it over by id)."""
+        self.machines += 1
+        root = self.tmp / f"runner-{self.cycle}-{self.runner}-{self.machines}"
+        home = root / "home"
+        folders = {
+            "HOME": home,
+            "XDG_STATE_HOME": home / ".local" / "state",
+            "XDG_CONFIG_HOME": home / ".config",
+            "XDG_CACHE_HOME": home / ".cache",
+            "TMPDIR": root / "tmp",
+        }
+        for folder in folders.values():
+            folder.mkdir(parents=True, exist_ok=True)
+        self.machine = root
+        self.env = {
+            **self.env,
+            **{key: str(folder) for key, folder in folders.items()},
+            **self.bucket.env,
+            "PULUMI_HOME": str(home / ".pulumi"),
+            "PULUMI_BACKEND_URL": self.bucket.url,
+            "TOGETHER_RL_STATE_DIR": None,  # the machine's own folder: lost with it
+            "TOGETHER_RL_JOURNAL_URL": None,  # found beside the backend, not told
+            "TOGETHER_RL_LEASE_SECONDS": f"{RUNNER_LEASE:g}",
+        }
 
     @property
     def label(self) -> str:
-        return f"stack {self.role} ({self.name})"
+        return f"stack {self.role} ({self.name})" + (f" on runner {self.runner}" if self.runner else "")
 
     @property
     def tag(self) -> str:
-        """What tells it apart from the cycle's other stack, whose name may be the same (cross-backend)."""
-        return f"{self.role}:{self.name}"
+        """What tells it apart from the cycle's other stack, whose name may be the same (cross-backend), or from
+        another runner of the same stack."""
+        return f"{self.role}:{self.name}" + (f"@runner{self.runner}" if self.runner else "")
 
     def owns(self, entry: journal.Entry) -> bool:
         """Whether a create journal entry is one of this stack's (its declarations, and its backend)."""
@@ -921,7 +1073,22 @@ class Stack:
 
     def kill(self, process: ProviderProcess, *, engine: bool = True) -> bool:
         """SIGKILL ``process`` if it is still this stack's provider and alive: under an engine, the engine (left
-        unreaped) unless ``engine`` is False; else the provider itself."""
+        unreaped) unless ``engine`` is False; else the provider itself. Runner cycles: the runner's interrupt
+        (its process tree SIGKILLed, or GitHub's cancel), then the machine deleted; the next command runs on
+        another one. The caller sets :attr:`interrupt_over` once it has counted the kill."""
+        with self._lock:
+            if self._current is not process or not process.alive or process.provider_pid is None:
+                return False
+            if self.case is not None:
+                self.killed_pid = process.provider_pid
+                self.interrupt_over.clear()  # the command's end waits for the rest of the interrupt
+        if self.case is not None:
+            if self.case.interrupt == "github-cancel":
+                github_cancel(process)
+            else:
+                kill_tree(process.provider_pid)
+            self.throw_away()
+            return True
         with self._lock:
             if self._current is not process or not process.alive or process.provider_pid is None:
                 return False
@@ -933,6 +1100,12 @@ class Stack:
             self.killed_pid = process.provider_pid
             return True
 
+    def throw_away(self) -> None:
+        """The runner is gone: its folders deleted (its processes are dead); the next command gets a new one."""
+        if self.machine is not None:
+            shutil.rmtree(self.machine, ignore_errors=True)
+        self.new_machine()
+
     def held(self) -> dict[str, str]:
         return {urn.rsplit("::", 1)[1]: entry["id"] for urn, entry in self.engine.state.items()}
 
@@ -941,6 +1114,42 @@ class Stack:
 
     def state_dump(self) -> str:
         return json.dumps([self.engine.state, self.engine._pending_deletes], default=str)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process descending from it, frozen first (SIGSTOP) so that none forks or is
+    reparented away between the look and the kill: a machine going down (``harness.runner.Runner.kill``)."""
+    frozen: set[int] = set()
+    while found := descendants({pid}) - frozen:
+        for each_pid in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each_pid, signal.SIGSTOP)
+        frozen |= found
+    for each_pid in frozen:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(each_pid, signal.SIGKILL)
+
+
+def github_cancel(process: ProviderProcess) -> None:
+    """GitHub Actions' cancel of the step running ``up``: SIGINT, SIGTERM 7.5 s later if it still runs, SIGKILL
+    of its process tree 2.5 s after that (and of what is left of it when it ends earlier: the runner kills orphan
+    processes at the job's end). The stand-in engine runs in this process, so the signals go to the one process
+    of the step that is not this one: the provider (the engine ends its plugins with SIGINT, too)."""
+    assert process.proc is not None and process.provider_pid is not None
+    tree = descendants({process.provider_pid})
+    os.kill(process.provider_pid, signal.SIGINT)
+    for then, wait in ((signal.SIGTERM, GITHUB_SIGTERM_AFTER), (None, GITHUB_SIGKILL_AFTER)):
+        try:
+            process.proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            if then is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.provider_pid, then)
+    if process.proc.poll() is None:
+        kill_tree(process.provider_pid)
+    for pid in tree - {process.provider_pid}:  # (the provider reaped, its pid is not its own any more)
+        kill_tree(pid)
 
 
 def each(stacks: list[Any], action: Callable[[Any], Any]) -> list[Any]:
@@ -1175,11 +1384,36 @@ class Campaign(CLICampaign):
         }
         self.mr_blob = provider_blob(_ModelResourceProvider())
         self.ts_blob = provider_blob(_TrainingSessionProvider())
+        self.s3: S3Server | None = (
+            None  # the runner cycles' S3-compatible server (moto), started for the first
+        )
+        self.buckets: dict[int, Bucket] = {}  # cycle -> its bucket (state backend and create journal)
 
     def close(self) -> None:
         self.control.close()
         self.server.stop()
+        if self.s3 is not None:
+            self.s3.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def bucket_of(self, plan: Plan) -> Bucket:
+        """The runner cycle's own bucket on the campaign's loopback S3 server (this process reads the journal
+        there too: the killers, the audits, the user's ``journal dismiss``)."""
+        if self.s3 is None:
+            self.s3 = S3Server().start()
+        if plan.cycle not in self.buckets:
+            made = self.buckets[plan.cycle] = self.s3.bucket(f"chaos-{plan.seed}-{plan.cycle}")
+            os.environ.update(made.env)
+        return self.buckets[plan.cycle]
+
+    def bucket_text(self, plan: Plan) -> str:
+        """Every object of the cycle's bucket (the journal's entries, claims and probes), as text."""
+        made = self.buckets[plan.cycle]
+        texts = []
+        for key in made.keys():
+            answer = httpx.get(f"http://{made.endpoint}/{made.name}/{key}", timeout=10)
+            texts.append(f"{key}: {answer.text}")
+        return "\n".join(texts)
 
     # ---------------------------------------------------------------------------------------- arming
 
@@ -1254,6 +1488,7 @@ class Campaign(CLICampaign):
             return False, errors
         finally:
             stack.set_current(None)
+            stack.interrupt_over.wait(timeout=60)  # a runner's interrupt goes on after the RPC failed
             # Also reaps a killed one (the journal must see its pid as gone); a zombie engine only once the
             # provider has exited, on its own or not.
             process.stop()
@@ -1424,11 +1659,24 @@ class Campaign(CLICampaign):
     # ---------------------------------------------------------------------------------------- one cycle
 
     def run_cycle(self, plan: Plan) -> Report:
+        try:
+            if plan.runner is not None:  # this process reads the journal where the runners' providers find it
+                os.environ[location.ENV_URL] = location.sibling(self.bucket_of(plan).url)
+            return self._run_cycle(plan)
+        finally:
+            os.environ.pop(location.ENV_URL, None)
+
+    def _run_cycle(self, plan: Plan) -> Report:
         report = Report(plan)
         started = time.monotonic()
         rule_ids = self.arm(plan)
         labels = [label for label, _ in plan.rules]
-        stacks = [Stack(self, plan, "a")] + ([Stack(self, plan, "b")] if plan.stacks == 2 else [])
+        pause = plan.runner is not None and plan.runner.interrupt == "pause"
+        if pause:  # two runners of one stack
+            stacks = [Stack(self, plan, "a", runner=1), Stack(self, plan, "a", runner=2)]
+        else:
+            stacks = [Stack(self, plan, "a", runner=1 if plan.runner else 0)]
+            stacks += [Stack(self, plan, "b")] if plan.stacks == 2 else []
         killer = None
         if plan.kill:
             kill_rule = rule_ids[labels.index("kill-latency")] if plan.kill[1] == "post" else None
@@ -1441,6 +1689,8 @@ class Campaign(CLICampaign):
             try:
                 if plan.backends:
                     converged = self.cross_backend_ups(plan, stacks, report, killer)
+                elif pause:
+                    converged = self.two_runner_ups(plan, stacks, report)
                 else:
                     converged = each(
                         stacks,
@@ -1465,8 +1715,22 @@ class Campaign(CLICampaign):
                 colleague.finish()
                 if not plan.colleague_late:
                     colleague.stop_sessions()
-            destroyed = each(stacks, lambda s: self.destroy_phase(plan, s, report, colleague))
-            self.finish(plan, report, stacks, {f"engine state of {s.label}": s.state_dump() for s in stacks})
+            running = [s for s in stacks if not s.gone]  # two runners: the frozen one's job is over
+            destroyed = dict(
+                zip(
+                    (s.tag for s in running),
+                    each(running, lambda s: self.destroy_phase(plan, s, report, colleague)),
+                    strict=True,
+                )
+            )
+            places = {f"engine state of {s.label}": s.state_dump() for s in stacks}
+            if plan.runner is not None:
+                places["create journal in the bucket"] = self.bucket_text(plan)
+                # The case ran as planned only if the providers found the journal beside the state.
+                report.journal_in_bucket = (
+                    f"{location.SIBLING}/entries/" in places["create journal in the bucket"]
+                )
+            self.finish(plan, report, stacks, places)
         finally:
             if colleague is not None:
                 colleague.finish()
@@ -1479,11 +1743,50 @@ class Campaign(CLICampaign):
             stacks[0].outcome += (
                 ", killed during the take-over" if report.takeover_kills else ", no take-over kill"
             )
-        for stack, ok in zip(stacks, destroyed, strict=True):
-            stack.outcome += "" if ok else ", DESTROY FAILED"
-        report.outcome = "; ".join(f"{s.role}: {s.outcome}" for s in stacks)
+        for stack in stacks:
+            stack.outcome += "" if destroyed.get(stack.tag, True) else ", DESTROY FAILED"
+        report.outcome = "; ".join(f"{s.tag}: {s.outcome}" for s in stacks)
         report.seconds = time.monotonic() - started
         return report
+
+    def two_runner_ups(self, plan: Plan, stacks: list[Stack], report: Report) -> list[bool]:
+        """Two runners of one stack: runner 1's ``up``, its machine frozen (SIGSTOP of its provider) once its
+        model resource's create has recorded the id and waits for READY; runner 2's up phase meanwhile (its create
+        of that declaration meets runner 1's lease, waits for it to run out, then takes the object over by id);
+        then runner 1 wakes up: a straggler whose lease was taken over, whose create must fail without marking
+        anything done or stopping anything. Runner 1's job is then over (its machine thrown away): runner 2's
+        state is the stack's, and it destroys it. (Pulumi's stack lock keeps two ups of one stack apart;
+        this is what is left when it is cancelled while the frozen runner still lives.)"""
+        first, second = stacks
+        pauser = Pauser(first)
+        outcome: list[bool] = []
+        straggler = threading.Thread(
+            target=lambda: outcome.append(
+                self.command(report, first, "up", lambda errs: self.up(plan, first, report, errs))[0]
+            ),
+            name="chaos-runner-1",
+            daemon=True,
+        )
+        pauser.start()
+        straggler.start()
+        if not pauser.paused.wait(timeout=60):
+            pauser.stop.set()
+            straggler.join(timeout=120)
+            with report.lock:
+                report.notes.append("two runners: runner 1 was never frozen (the case did not run)")
+            second.gone = True  # runner 1's state is the stack's: it destroys it
+            return [outcome[0] if outcome else False, False]
+        converged = self.up_phase(plan, second, report, None, first=True)
+        pauser.wake()
+        straggler.join(timeout=120)
+        first.gone = True
+        first.throw_away()
+        lost = [line for line in report.error_lines if "lost its create journal lease" in line]
+        with report.lock:
+            report.paused = True
+            report.straggler_lost = bool(lost)
+        self.audit_taken(report, stacks)
+        return [outcome[0] if outcome else False, converged]
 
     def cross_backend_ups(
         self, plan: Plan, stacks: list[Stack], report: Report, killer: Killer | None
@@ -1934,7 +2237,10 @@ class Campaign(CLICampaign):
         places["provider output"] = "\n".join(report.outputs)
         places["error messages"] = "\n".join(report.errors)
         texts = []
-        for path in sorted(self.state_dir.rglob("*")):
+        # The campaign's journal folder, and what is left of the runners' machines (their local folders).
+        for path in sorted(
+            p for folder in (self.state_dir, *self.tmp.glob("runner-*")) for p in folder.rglob("*")
+        ):
             if path.is_file():
                 texts.append(path.read_text(errors="replace"))
         places["create journal"] = "\n".join(texts)
@@ -1990,6 +2296,7 @@ class Killer(threading.Thread):
                     time.sleep(self.delay)
                     if self.stack.kill(process):
                         self.fired.set()
+                        self.stack.interrupt_over.set()
                         return
                 time.sleep(0.02)
         finally:
@@ -2009,6 +2316,13 @@ class Killer(threading.Thread):
         # "post": an entry of that kind of this very process, sent and still without an id, for a quarter of the
         # injected latency.
         now = time.monotonic()
+        if self.stack.case is not None:
+            # A runner cycle: told by the emulator (the kill-latency rule, aimed at this stack's one POST, has
+            # fired), not by the journal, so that a journal that is not where it should be is a finding, not a
+            # kill that never came.
+            if next((r["fired"] for r in control.faults() if r["id"] == self.rule_id), 0):
+                return now - seen.setdefault("post", now) >= KILL_LATENCY / 4
+            return False
         for entry in journal_entries(self.since):
             if (
                 entry.kind == JOURNAL_KIND[self.kind]
@@ -2044,6 +2358,42 @@ class TakeoverKiller(threading.Thread):
                     self.fired.set()
                 return
             time.sleep(0.02)
+
+
+class Pauser(threading.Thread):
+    """Two runners of one stack: freezes runner 1's provider (SIGSTOP: a machine that hangs, a VM paused) once its
+    model resource's create has recorded the id in the shared journal; :meth:`wake` lets it go on (SIGCONT)."""
+
+    def __init__(self, stack: Stack):
+        super().__init__(name="chaos-pauser", daemon=True)
+        self.stack = stack
+        self.paused = threading.Event()
+        self.stop = threading.Event()
+        self.pid: int | None = None
+        self.since = time.time() - 1
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            process = self.stack.current()
+            if process is not None and process.provider_pid is not None:
+                for entry in journal_entries(self.since):
+                    if (
+                        entry.kind == JOURNAL_KIND["resource"]
+                        and entry.id is not None
+                        and entry.state != "done"
+                        and entry.process is not None
+                        and entry.process.pid == process.provider_pid
+                    ):
+                        self.pid = process.provider_pid
+                        os.kill(self.pid, signal.SIGSTOP)
+                        self.paused.set()
+                        return
+            time.sleep(0.05)
+
+    def wake(self) -> None:
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGCONT)
 
 
 # ------------------------------------------------------------------------------------------------- the colleague
@@ -2234,6 +2584,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cli-cycles", type=int, default=0, help="further cycles through the real Pulumi CLI"
     )
+    parser.add_argument(
+        "--runner-cycles",
+        type=int,
+        default=0,
+        help="further cycles with state and journal in a bucket and runners as machines (RUNNER_CASES in turn)",
+    )
     parser.add_argument("--verbose", action="store_true", help="one line per cycle, findings as they come")
     parser.add_argument("--dry-run", action="store_true", help="print each cycle's plan and run nothing")
     parser.add_argument(
@@ -2248,9 +2604,16 @@ def main(argv: list[str] | None = None) -> int:
 
     cycles = range(args.first_cycle, args.first_cycle + args.cycles)
     cli_cycles = range(cycles.stop, cycles.stop + args.cli_cycles)
+    runner_cycles = range(cli_cycles.stop, cli_cycles.stop + args.runner_cycles)
+
+    def plan_of(cycle: int) -> Plan:
+        if cycle in runner_cycles:
+            return make_runner_plan(args.seed, cycle)
+        return make_plan(args.seed, cycle, cli=cycle in cli_cycles)
+
     if args.dry_run:
-        for cycle in (*cycles, *cli_cycles):
-            plan = make_plan(args.seed, cycle, cli=cycle in cli_cycles)
+        for cycle in (*cycles, *cli_cycles, *runner_cycles):
+            plan = plan_of(cycle)
             ranks = ",".join(str(s[2]) for s in plan.sessions)
             print(
                 f"cycle {cycle}{' (CLI)' if plan.cli else ''}: {len(plan.sessions)} sessions (ranks {ranks}); "
@@ -2262,8 +2625,8 @@ def main(argv: list[str] | None = None) -> int:
     reports: list[Report] = []
     started = time.monotonic()
     try:
-        for cycle in (*cycles, *cli_cycles):
-            plan = make_plan(args.seed, cycle, cli=cycle in cli_cycles)
+        for cycle in (*cycles, *cli_cycles, *runner_cycles):
+            plan = plan_of(cycle)
             report = campaign.run_cli_cycle(plan) if plan.cli else campaign.run_cycle(plan)
             if report is None:
                 continue
@@ -2276,7 +2639,11 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             replay = f"--seed {args.seed} --first-cycle {cycle} " + (
-                "--cycles 0 --cli-cycles 1" if plan.cli else "--cycles 1"
+                "--cycles 0 --cli-cycles 1"
+                if plan.cli
+                else "--cycles 0 --runner-cycles 1"
+                if plan.runner
+                else "--cycles 1"
             )
             for finding in report.findings:
                 print(f"chaos: cycle {cycle} (replay: {replay}): {finding}", file=sys.stderr, flush=True)
@@ -2308,6 +2675,8 @@ def main(argv: list[str] | None = None) -> int:
     ):
         named = ", ".join(f"{p.cycle}{' (CLI)' if p.cli else ''}" for p in cycles_of) or "none"
         print(f"{case} case in cycles: {named} (seed {args.seed})")
+    named = ", ".join(f"{r.plan.cycle} ({r.plan.runner.label})" for r in reports if r.plan.runner) or "none"
+    print(f"runner cases in cycles: {named} (seed {args.seed})")
     print(f"cycles: {len(reports)}")
     print(f"faults injected: {sum(r.faults for r in reports)}")
     print(f"failed operations: {sum(r.failed_ops for r in reports)}")
@@ -2324,6 +2693,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"zombie engine kills: {sum(r.engine_kills for r in reports)}")
     print(f"zombie engines seen gone: {sum(r.zombies_seen for r in reports)}")
     print(f"taken over after a zombie engine: {sum(len(r.gone_taken) for r in reports)}")
+    runs = [r for r in reports if r.plan.runner is not None]
+    print(f"runner cycles: {len(runs)}")
+    print(f"runner cycles with the journal beside the state: {sum(r.journal_in_bucket for r in runs)}")
+    for case in RUNNER_CASES:
+        if case.interrupt == "pause":
+            ran = sum(r.plan.runner == case and r.paused for r in runs)
+        else:
+            ran = sum(r.plan.runner == case and r.kills > 0 for r in runs)
+        print(f"{case.name}: {ran}")
+    print(f"stragglers that lost their lease: {sum(r.straggler_lost for r in runs)}")
     print(f"left for the user to decide: {sum(len(r.left) for r in reports)}")
     print(f"taken, indistinguishable from the stack's own: {sum(len(r.unprovable) for r in reports)}")
     for name, value in totals.items():

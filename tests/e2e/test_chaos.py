@@ -19,6 +19,12 @@ backends (their own PULUMI_BACKEND_URL), one journal folder; the first one's pro
 resource waits for READY, then the second stack's up (which must not take that object, although its entry has the
 same owner and request), then the first one's re-run, which takes it over; a colleague's look-alike session.
 
+Seed 1303, runner cycles 0-2 (state and create journal in a bucket of a loopback S3 server, each command on a
+runner of its own): a runner thrown away while the model resource's POST is in flight (its provider's process
+tree SIGKILLed, its folders deleted), then the next runner's up; GitHub's cancel (SIGINT, SIGTERM 7.5 s later,
+SIGKILL 2.5 s after that) while the model resource waits for READY, then the next runner's up; two runners of one
+stack, the first frozen past its lease while the second takes its create over, then woken (a straggler).
+
 None of the slow faults (an unanswered create's 60 s settle window, an ignored stop's 15 s re-stop): about a
 minute and a half on 2 cores.
 """
@@ -47,7 +53,7 @@ MUST_BE_ZERO = (
 )
 
 
-def _campaign(*args: str) -> tuple[dict[str, int], str]:
+def _campaign(*args: str, timeout: float = 240) -> tuple[dict[str, int], str]:
     """Run scripts/chaos.py with ``args``: (its figures, what it printed); fails unless every must-be-zero figure
     is 0 and it exited 0."""
     result = subprocess.run(
@@ -55,7 +61,7 @@ def _campaign(*args: str) -> tuple[dict[str, int], str]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=timeout,
         check=False,
     )
     report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
@@ -94,3 +100,26 @@ def test_two_stacks_of_the_same_names_in_two_backends_take_nothing_from_each_oth
     assert figures["cycles"] == 1, report
     ran = {name: figures[name] for name in ("cross-backend cycles", "cross-backend cycles with a kill")}
     assert ran == {"cross-backend cycles": 1, "cross-backend cycles with a kill": 1}, f"{ran}\n{report}"
+
+
+def test_runners_thrown_away_cancelled_or_running_one_stack_twice_leave_nothing_wrong():
+    figures, report = _campaign("--seed", "1303", "--cycles", "0", "--runner-cycles", "3", timeout=400)
+
+    assert figures["cycles"] == 3, report
+    ran = {
+        name: figures[name]
+        for name in (
+            "runner cycles with the journal beside the state",
+            "runners thrown away mid-create",
+            "runners cancelled mid-create",
+            "two runners of one stack",
+            "stragglers that lost their lease",
+        )
+    }
+    assert ran == {
+        "runner cycles with the journal beside the state": 3,
+        "runners thrown away mid-create": 1,
+        "runners cancelled mid-create": 1,
+        "two runners of one stack": 1,
+        "stragglers that lost their lease": 1,
+    }, f"{ran}\n{report}"
