@@ -105,6 +105,23 @@ class Running:
             reader.join(timeout=10)
 
 
+def machine_folders(root: Path) -> dict[str, Path]:
+    """A machine's own folders under ``root``, made: the environment variables that name them (``HOME``,
+    ``PULUMI_HOME``, the XDG folders, ``TMPDIR``) -> where they are."""
+    home = root / "home"
+    folders = {
+        "HOME": home,
+        "PULUMI_HOME": home / ".pulumi",
+        "XDG_STATE_HOME": home / ".local" / "state",
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_CACHE_HOME": home / ".cache",
+        "TMPDIR": root / "tmp",
+    }
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
 class Runner(CLIStack):
     """One machine running one stack of ``project`` against ``emulator``, its state in ``bucket`` (see the module
     docstring). ``like``: another runner of the same stack, whose program copy (and so the stack's config file)
@@ -126,17 +143,7 @@ class Runner(CLIStack):
         self.root = root
         self.bucket = bucket
         self.gone = False
-        home = root / "home"
-        folders = {
-            "HOME": home,
-            "PULUMI_HOME": home / ".pulumi",
-            "XDG_STATE_HOME": home / ".local" / "state",
-            "XDG_CONFIG_HOME": home / ".config",
-            "XDG_CACHE_HOME": home / ".cache",
-            "TMPDIR": root / "tmp",
-        }
-        for folder in folders.values():
-            folder.mkdir(parents=True, exist_ok=True)
+        folders = machine_folders(root)
         program = root / "program"
         _copy_program(like.project if like is not None else project, project, program)
         self.project = program

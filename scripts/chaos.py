@@ -258,7 +258,12 @@ from harness.engine import (  # noqa: E402
     StandInEngine,
     provider_blob,
 )
-from harness.runner import GITHUB_SIGKILL_AFTER, GITHUB_SIGTERM_AFTER, descendants  # noqa: E402
+from harness.runner import (  # noqa: E402
+    GITHUB_SIGKILL_AFTER,
+    GITHUB_SIGTERM_AFTER,
+    descendants,
+    machine_folders,
+)
 
 from pulumi_together_rl import backend, lifeline  # noqa: E402
 from pulumi_together_rl.client import TogetherRL  # noqa: E402
@@ -1017,22 +1022,12 @@ class Stack:
         import a pending create (nothing of the interrupted create: the next ``up`` takes it over by id)."""
         self.machines += 1
         root = self.tmp / f"runner-{self.cycle}-{self.runner}-{self.machines}"
-        home = root / "home"
-        folders = {
-            "HOME": home,
-            "XDG_STATE_HOME": home / ".local" / "state",
-            "XDG_CONFIG_HOME": home / ".config",
-            "XDG_CACHE_HOME": home / ".cache",
-            "TMPDIR": root / "tmp",
-        }
-        for folder in folders.values():
-            folder.mkdir(parents=True, exist_ok=True)
+        folders = machine_folders(root)
         self.machine = root
         self.env = {
             **self.env,
             **{key: str(folder) for key, folder in folders.items()},
             **self.bucket.env,
-            "PULUMI_HOME": str(home / ".pulumi"),
             "PULUMI_BACKEND_URL": self.bucket.url,
             "TOGETHER_RL_STATE_DIR": None,  # the machine's own folder: lost with it
             "TOGETHER_RL_JOURNAL_URL": None,  # found beside the backend, not told

@@ -161,20 +161,27 @@ class SharedJournal:
             lease["beat"] = int(lease.get("beat") or 0) + 1
             if release:
                 lease["holder"] = None
-            before = entry.lease
-            entry.lease = lease
-            try:
-                version = self.store.swap(entry.path.as_posix(), self._body(entry), entry.version_seen or "")
-            except BaseException:
-                entry.lease = before
-                raise
-            if version is None:
+            if not self._swap(entry, lease):
                 entry.lost = True
-                entry.lease = before
                 raise LeaseLost(entry.path.as_posix())
-            entry.version_seen = version
         if release:
             _unhold(entry)
+
+    def _swap(self, entry: Entry, lease: dict[str, Any]) -> bool:
+        """Write ``entry`` with ``lease`` over the version last seen: False (and nothing changed in ``entry``)
+        when the store holds another version; :class:`StoreError` when it cannot be reached."""
+        before = entry.lease
+        entry.lease = lease
+        try:
+            version = self.store.swap(entry.path.as_posix(), self._body(entry), entry.version_seen or "")
+        except BaseException:
+            entry.lease = before
+            raise
+        if version is None:
+            entry.lease = before
+            return False
+        entry.version_seen = version
+        return True
 
     def renew(self, entry: Entry) -> None:
         """Renew the lease (the renewal thread): a failure to reach the store is retried at the next beat."""
@@ -206,17 +213,8 @@ class SharedJournal:
             "seconds": lease_seconds(),
             "beat": int((entry.lease or {}).get("beat") or 0) + 1,
         }
-        before = entry.lease
-        entry.lease = lease
-        try:
-            version = self.store.swap(entry.path.as_posix(), self._body(entry), entry.version_seen or "")
-        except StoreError:
-            entry.lease = before
-            raise
-        if version is None:
-            entry.lease = before
+        if not self._swap(entry, lease):
             return False
-        entry.version_seen = version
         entry.lost = False
         _hold(entry)
         return True
