@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,22 @@ class Running:
     def _join(self) -> None:
         for reader in self._readers:
             reader.join(timeout=10)
+
+
+def kill_frozen(find: Callable[[], set[int]]) -> set[int]:
+    """SIGKILL every process ``find()`` names, frozen first (SIGSTOP, looking again until nothing new shows up)
+    so that none forks or is reparented away between the look and the kill: a machine going down. Returns
+    the processes killed."""
+    frozen: set[int] = set()
+    while found := find() - frozen:
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        frozen |= found
+    for pid in frozen:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return frozen
 
 
 def machine_folders(root: Path) -> dict[str, Path]:
@@ -226,18 +243,7 @@ class Runner(CLIStack):
     def kill(self) -> None:
         """SIGKILL every process of the machine at once (frozen first, so none forks or is reparented away
         between the look and the kill), and reap the commands it started."""
-        frozen: set[int] = set()
-        while True:
-            found = self.processes() - frozen
-            if not found:
-                break
-            for pid in found:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGSTOP)
-            frozen |= found
-        for pid in frozen:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        frozen = kill_frozen(self.processes)
         for running in self.started:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 running.process.wait(timeout=30)

@@ -262,6 +262,7 @@ from harness.runner import (  # noqa: E402
     GITHUB_SIGKILL_AFTER,
     GITHUB_SIGTERM_AFTER,
     descendants,
+    kill_frozen,
     machine_folders,
 )
 
@@ -1114,15 +1115,7 @@ class Stack:
 def kill_tree(pid: int) -> None:
     """SIGKILL ``pid`` and every process descending from it, frozen first (SIGSTOP) so that none forks or is
     reparented away between the look and the kill: a machine going down (``harness.runner.Runner.kill``)."""
-    frozen: set[int] = set()
-    while found := descendants({pid}) - frozen:
-        for each_pid in found:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(each_pid, signal.SIGSTOP)
-        frozen |= found
-    for each_pid in frozen:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(each_pid, signal.SIGKILL)
+    kill_frozen(lambda: descendants({pid}))
 
 
 def github_cancel(process: ProviderProcess) -> None:

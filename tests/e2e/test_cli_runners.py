@@ -19,12 +19,13 @@ import json
 import threading
 import time
 
-import httpx
 import pytest
 from harness.bucket import read_object
 from harness.cli import active, wait_until
 from harness.faces import DYNAMIC, PLUGIN
 from harness.runner import GITHUB_SIGKILL_AFTER, GITHUB_SIGTERM_AFTER
+
+from .test_cli_ownership import post_by_hand
 
 RESOURCES = "/v1/rl/model-resources"
 CONFIG = {"sessions": 1, "loraRanks": [8]}
@@ -78,18 +79,6 @@ def answered(emulator) -> bool:
         return False
     time.sleep(1.0)
     return True
-
-
-def post_by_hand(emulator, body: dict) -> str:
-    """A colleague's create, straight to the API: no stack, no journal."""
-    answer = httpx.post(
-        emulator.base_url + RESOURCES,
-        json=body,
-        headers={"Authorization": f"Bearer {emulator.api_key}"},
-        timeout=10,
-    )
-    answer.raise_for_status()
-    return answer.json()["id"]
 
 
 def github_cancel_watching_the_journal(runner, running, ident: str) -> tuple[float | None, object]:

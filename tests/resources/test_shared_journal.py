@@ -18,6 +18,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from harness.cli import wait_until
 
 from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.ownership import journal, location, stores
@@ -66,16 +67,6 @@ class Creator:
         if self.process.poll() is None:
             self.process.kill()
         self.process.communicate()
-
-
-def wait_for(predicate, timeout: float = 30, what: str = "it"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def recorded_ids() -> list[str]:
@@ -159,7 +150,7 @@ def test_a_live_lease_is_never_taken_over_and_a_killed_holders_lease_runs_out(sl
     rig = slow_ready
     other = Creator(rig)
     try:
-        made = wait_for(recorded_ids, what="the other create's id")[0]
+        made = wait_until(recorded_ids, 30, "the other create's id")[0]
         rig.control.clear_requests()
         with pytest.raises(UserError) as refused:
             rig.create_resource(create_timeout=20)  # a create that took it over would end on its timeout
@@ -182,7 +173,7 @@ def test_a_straggler_that_lost_its_lease_never_marks_done_or_stops(slow_ready, j
     rig = slow_ready
     straggler = Creator(rig)
     try:
-        made = wait_for(recorded_ids, what="the straggler's id")[0]
+        made = wait_until(recorded_ids, 30, "the straggler's id")[0]
         straggler.signal(signal.SIGSTOP)
         time.sleep(journal.lease_seconds() + 3)
         rig.control.advance(3600)
