@@ -113,6 +113,19 @@ DEFAULT_PROVIDER_TYPE = "pulumi:providers:pulumi-python"
 # ------------------------------------------------------------------------------------------------- errors
 
 
+def sigint_as_the_engine_leaves_it() -> None:
+    """Give this process a SIGINT handler if it was started with SIGINT ignored (call from the main thread).
+
+    A shell without job control (a CI step, ``make test &``) starts its background jobs with SIGINT ignored, and an
+    ignored signal stays ignored across ``exec``: the provider processes, CLIs and ``make demo`` the suite starts
+    would then ignore the SIGINT the tests send, and a Python provider never sees its ``KeyboardInterrupt``. The
+    Pulumi CLI handles SIGINT itself (Go's ``signal.Notify``), so the plugins it starts have SIGINT at its default,
+    as a terminal's processes do; a handled signal is reset to the default in a child, so handling it here gives the
+    suite's children what the engine and a terminal give theirs."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 class EngineError(Exception):
     """Something the real engine would refuse (duplicate URN, empty id from create, unknowns outside preview)."""
 

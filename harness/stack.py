@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .engine import UNKNOWN, Deployment, PluginProcess, ProviderProcess, StandInEngine
+from .engine import UNKNOWN, Deployment, EngineError, PluginProcess, ProviderProcess, StandInEngine
 from .faces import DYNAMIC, PLUGIN, Face
 from .mocks import run_program
 
@@ -233,6 +233,13 @@ class Stack:
                     time.sleep(0.02)
                 time.sleep(settle)
                 interrupt.act(process)
+                try:
+                    process.wait_exited(timeout)
+                except EngineError as exc:
+                    # An interrupt the provider never answers would leave the up waiting as long as the test holds
+                    # the create: fail now, naming it.
+                    failure.append(AssertionError(f"the provider outlived {interrupt}: {exc}"))
+                    process.signal(signal.SIGKILL)
 
             thread = threading.Thread(target=interrupter, name=f"interrupt-{interrupt}", daemon=True)
             thread.start()

@@ -257,6 +257,7 @@ from harness.engine import (  # noqa: E402
     ProviderUnderEngine,
     StandInEngine,
     provider_blob,
+    sigint_as_the_engine_leaves_it,
 )
 from harness.runner import (  # noqa: E402
     GITHUB_SIGKILL_AFTER,
@@ -2609,6 +2610,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
 
+    sigint_as_the_engine_leaves_it()  # the SIGINT faults reach the providers wherever the campaign runs
     campaign = Campaign(args)
     reports: list[Report] = []
     started = time.monotonic()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from harness.cli import provide, provide_yaml_host, unavailable
+from harness.engine import sigint_as_the_engine_leaves_it
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,6 +34,10 @@ atexit.register(shutil.rmtree, _RUN_FOLDER, ignore_errors=True)
 os.environ["TOGETHER_RL_STATE_DIR"] = os.path.join(_RUN_FOLDER, "state")
 os.environ.pop("PULUMI_BACKEND_URL", None)
 os.environ["PULUMI_HOME"] = os.path.join(_RUN_FOLDER, "pulumi-home")
+
+
+def pytest_configure(config):
+    sigint_as_the_engine_leaves_it()  # the suite's signals reach its providers wherever it was started from
 
 
 @pytest.fixture(autouse=True)
