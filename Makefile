@@ -31,8 +31,10 @@ help:
 uv:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
 
+# --compile-bytecode: every provider, program and language host is a fresh Python process, and where the environment
+# sets PYTHONDONTWRITEBYTECODE none of them would ever find its dependencies compiled (seconds per pulumi command).
 sync: uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 
 cli:
 	@bash scripts/pulumi-cli.sh

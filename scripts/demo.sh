@@ -75,7 +75,7 @@ if ! command -v uv >/dev/null 2>&1; then
     export PATH
 fi
 say "syncing the venv (.venv) from uv.lock"
-uv sync --frozen
+uv sync --frozen --compile-bytecode  # each pulumi command starts Python processes: compiled once here
 PYTHON="$ROOT/.venv/bin/python"
 
 # --------------------------------------------------------------------------------------------- cleanup

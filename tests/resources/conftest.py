@@ -14,12 +14,16 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 
 from pulumi_together_rl import config
-from pulumi_together_rl.client import TogetherRL
+from pulumi_together_rl.client import TogetherRL, reconcile
 from pulumi_together_rl.resources import process
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider
 
 MODEL = "Qwen/Qwen3.5-4B"
+LIST_LAG_HERE = 1.0
+"""Seconds the rig's client allows a list to lag a create (the real API's allowance is
+:data:`pulumi_together_rl.client.reconcile.LIST_LAG`); a test that makes the emulator's lists lag keeps that lag well
+under it, as the real API's stays under 5 s."""
 OWNER = "organization/test/dev/"
 """The declaration prefix of the rig's resources (``org/project/stack/``): what the resource classes add."""
 
@@ -70,6 +74,9 @@ def fresh_provider_state():
 @pytest.fixture
 def rig(emulator, monkeypatch, fresh_provider_state) -> Rig:
     monkeypatch.setenv("TOGETHER_RL_POLL_INTERVAL", "0.02")
+    # The emulator's lists lag by what a test sets (none by default, at most LIST_LAG_HERE / 2): the client waits
+    # for that lag on the scale of this emulator, not the real API's 5 s.
+    monkeypatch.setattr(reconcile, "LIST_LAG", LIST_LAG_HERE)
     # The stack config is the only source here: the environment must not be what makes the tests pass.
     monkeypatch.delenv("TOGETHER_API_KEY")
     monkeypatch.delenv("TOGETHER_BASE_URL")

@@ -9,7 +9,7 @@ import pytest
 from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.ownership import journal
 
-from .conftest import MODEL
+from .conftest import LIST_LAG_HERE, MODEL
 
 RESOURCES = "/v1/rl/model-resources"
 SESSIONS = "/v1/rl/training-sessions"
@@ -51,7 +51,7 @@ def test_a_stop_answering_404_for_a_young_object_is_never_taken_for_gone(rig):
 
 def test_a_create_whose_answer_is_lost_while_the_list_lags_makes_one_session(rig):
     resource = rig.create_resource()
-    rig.control.configure(list_lag=2.0)
+    rig.control.configure(list_lag=LIST_LAG_HERE / 2)
     rig.control.add_fault(method="POST", path=f"^{SESSIONS}$", status=504, act_then_fail=True)
 
     session = rig.create_session(resource.id, display_name="lagging")
@@ -65,7 +65,7 @@ def test_an_answered_500_after_acting_while_the_list_lags_makes_one_session(rig)
     """The API acted, answered its own 500, and lists the session only after a lag: the create looks until it
     shows, names it (never taken against the API's "failed"), and never resends."""
     resource = rig.create_resource()
-    rig.control.configure(list_lag=2.0)
+    rig.control.configure(list_lag=LIST_LAG_HERE / 2)
     rig.control.add_fault(method="POST", path=f"^{SESSIONS}$", status=500, act_then_fail=True)
 
     with pytest.raises(UserError) as named:

@@ -26,7 +26,7 @@ from pulumi_together_rl.client.models import ModelResourceCreateRequest, Trainin
 from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.ownership import journal
 
-from .conftest import MODEL, OWNER
+from .conftest import LIST_LAG_HERE, MODEL, OWNER
 
 RESOURCES = "/v1/rl/model-resources"
 SESSIONS = "/v1/rl/training-sessions"
@@ -541,7 +541,7 @@ def test_a_lost_answer_among_look_alikes_names_them_all_and_the_entry_to_dismiss
     The lookup cannot tell them apart, so the error names all three, once the list has had time to show the
     create's own, and already says how to decide (adopt_id, or dismiss this create's entry), since another run
     would find the same three. Dismissing it lets the next run create a new one; nothing is stopped."""
-    rig.control.configure(list_lag=2.0)
+    rig.control.configure(list_lag=LIST_LAG_HERE / 2)
     fault = rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=500, act_then_fail=True,
                                   latency=3.0, times=1)  # fmt: skip
     failure: list[BaseException] = []

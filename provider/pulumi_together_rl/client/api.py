@@ -21,6 +21,7 @@ from urllib.parse import quote
 import httpx
 
 from ..config import DEFAULT_BASE_URL
+from . import reconcile
 from .errors import ConfigurationError, InvalidArgument
 from .models import (
     CheckpointInfo,
@@ -40,7 +41,7 @@ from .models import (
     TrainingSessionStatus,
     TrainingSessionUpdateRequest,
 )
-from .reconcile import _MODEL_RESOURCE, _TRAINING_SESSION, LIST_LAG, CreateReconciler, CreateRecord
+from .reconcile import _MODEL_RESOURCE, _TRAINING_SESSION, CreateReconciler, CreateRecord
 from .transport import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_RETRY_AFTER,
@@ -78,11 +79,13 @@ class TogetherRL(CreateReconciler):
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] | None = None,
         settle_window: float | None = None,
-        list_lag: float = LIST_LAG,
+        list_lag: float | None = None,
     ) -> None:
         self.base_url = resolve_base_url(base_url)
         if settle_window is not None and (not math.isfinite(settle_window) or settle_window < 0):
             raise ValueError("settle_window must be a finite number of seconds >= 0")
+        if list_lag is None:
+            list_lag = reconcile.LIST_LAG  # read now, not at import: the suite scales it for its emulator
         if not math.isfinite(list_lag) or list_lag < 0:
             raise ValueError("list_lag must be a finite number of seconds >= 0")
         self.list_lag = float(list_lag)
