@@ -34,7 +34,7 @@ tier() {
         "${UV[@]}" run --frozen ruff check provider harness tests scripts examples &&
             "${UV[@]}" run --frozen ruff format --check provider harness tests scripts examples &&
             "${UV[@]}" run --frozen mypy &&
-            "${PYTEST[@]}" -m "not cli and not release" -n "${CHECK_WORKERS:-4}" "${EXTRA[@]}"
+            "${PYTEST[@]}" -m "not cli and not release" -n "${CHECK_WORKERS:-6}" "${EXTRA[@]}"
         ;;
     cli)
         cli
@@ -42,7 +42,7 @@ tier() {
         ;;
     release)
         cli
-        "${PYTEST[@]}" -m "release" -n "${RELEASE_WORKERS:-2}" "${EXTRA[@]}"
+        "${PYTEST[@]}" -m "release" -n "${RELEASE_WORKERS:-3}" "${EXTRA[@]}"
         ;;
     *)
         echo "tiers: unknown tier $1 (check, cli, release, all)" >&2
