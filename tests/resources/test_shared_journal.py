@@ -18,6 +18,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from harness.bucket import S3Server
 from harness.cli import wait_until
 
 from pulumi_together_rl.messages import UserError
@@ -188,6 +189,49 @@ def test_a_straggler_that_lost_its_lease_never_marks_done_or_stops(slow_ready, j
     assert [o["id"] for o in active(rig)] == [made]
     (entry,) = journal.entries()  # the taker's record only: the straggler wrote nothing after losing
     assert entry.state == journal.State.DONE and entry.id == made and entry.owner == GPU
+
+
+def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_so(slow_ready, monkeypatch):
+    """The bucket's server goes away while a create waits, then the create fails: whether another run has taken
+    the create over cannot be known, so nothing is stopped, and the sentence says the journal could not be
+    reached (never that another run took it over)."""
+    rig = slow_ready
+    with S3Server() as server:
+        bucket = server.bucket()
+        for key, value in bucket.env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", bucket.store_url("team"))
+        monkeypatch.setenv("TOGETHER_RL_LEASE_SECONDS", "3")
+        failure: list[BaseException] = []
+
+        def create() -> None:
+            try:
+                rig.create_resource()
+            except BaseException as exc:  # handed to the test thread
+                failure.append(exc)
+
+        creating = threading.Thread(target=create)
+        creating.start()
+        made = wait_until(recorded_ids, 30, "the create's id in the bucket")[0]
+        server.stop()  # the store goes away mid-create
+        rig.control.clear_requests()
+        rig.control.fail_next(
+            "model_resource", "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED", "pods failed"
+        )
+        rig.control.advance(3600)
+        creating.join(timeout=120)
+    assert not creating.is_alive()
+
+    [error] = failure
+    assert isinstance(error, UserError), error
+    message = str(error)
+    assert message.startswith(f"creating model resource ({made}): "), message
+    assert "pods failed" in message  # the create's own cause comes first
+    assert "it was not stopped, because the create journal at" in message
+    assert "could not confirm that this run still holds the create (it could not be reached" in message
+    assert "another run took" not in message and "lost its create journal lease" not in message
+    assert f"POST {RESOURCES}/{made}/stop" in message
+    assert not any(r["path"].endswith("/stop") for r in rig.control.requests())
 
 
 # ---------------------------------------------------------------------------------------- claims

@@ -130,6 +130,8 @@ class Unreachable(Refused):
     """The shared journal's store cannot be used (unreachable, refused the credentials, not atomic)."""
 
     def __init__(self, exc: StoreError) -> None:
+        self.reason = exc.cause
+        """What the store answered (or that nothing did), in the store's words."""
         super().__init__(
             exc.location,
             f"the create journal at {location.printable(exc.location)} cannot be used: {exc.cause}",
@@ -597,9 +599,13 @@ class Entry:
 
     def still_held(self) -> bool:
         """Whether this process still holds it, asked right before an act only its holder may do (stopping
-        the object it made): renewed now in a shared journal; a local lock cannot be lost."""
+        the object it made): renewed now in a shared journal; a local lock cannot be lost. Raises
+        :class:`Unreachable` when the shared journal cannot be reached to tell."""
         if self.shared is not None:
-            return self.shared.still_held(self)
+            try:
+                return self.shared.still_held(self)
+            except StoreError as exc:
+                raise Unreachable(exc) from exc
         return True
 
     def drop(self) -> None:

@@ -190,15 +190,14 @@ class SharedJournal:
 
     def still_held(self, entry: Entry) -> bool:
         """Renew now and say whether the lease is still this process's: asked right before an act that only
-        the holder may do (stopping the object it made)."""
+        the holder may do (stopping the object it made). :class:`StoreError` when the store cannot be reached to
+        tell: the act waits for a run that can."""
         if entry.lost:
             return False
         try:
             self.write(entry)
         except LeaseLost:
             return False
-        except StoreError:
-            return False  # cannot tell: the act waits for a run that can
         return True
 
     def claim(self, entry: Entry) -> bool:

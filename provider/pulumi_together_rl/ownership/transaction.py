@@ -130,6 +130,24 @@ class CreateTransaction(Generic[Obj, Req]):
             "Let the other run finish, then run `pulumi preview` to see the stack as it left it",
         )
 
+    def _unconfirmed(self, ident: str, exc: BaseException, unreachable: journal.Unreachable) -> NoReturn:
+        """After a failed create whose journal cannot be reached: whether another run has taken the create over
+        cannot be known, so nothing is stopped (it may be that run's now) and nothing marked done; the entry in the
+        journal keeps the id for the next run."""
+        if not isinstance(exc, Exception):
+            raise exc
+        cause, _ = explain(exc, "creating")
+        raise UserError(
+            "creating",
+            self.kind.name,
+            ident,
+            f"{cause}; it was not stopped, because the create journal at {journal.where()} could not confirm that "
+            f"this run still holds the create ({unreachable.reason}), and another run may have taken it over; the "
+            "journal keeps its id",
+            "Once that store can be reached, run `pulumi up` again: it takes the object over if it is still active "
+            f"(or stop it yourself: POST {self.kind.path}/{ident}/stop)",
+        ) from exc
+
     def _record(self, ident: str) -> None:
         """Record the id the POST answered. An entry that cannot be written (a full disk) fails nothing: the id goes
         to the engine with the answer, which is the record that matters; the line says what is not protected."""
@@ -391,8 +409,13 @@ class CreateTransaction(Generic[Obj, Req]):
         """After a failed create: stop what was made, then raise the error naming the id (``KeyboardInterrupt`` and
         ``SystemExit`` are re-raised as they are, after the stop). A stop that failed leaves the entry, and the
         object unclaimed, for the next create of the declaration (which may run in this process). A create that
-        lost its lease stops nothing: the run that took it over owns the object."""
-        if not self.entry.still_held():
+        lost its lease stops nothing: the run that took it over owns the object; nor does one that cannot reach its
+        journal to tell."""
+        try:
+            held = self.entry.still_held()
+        except journal.Unreachable as unreachable:
+            self._unconfirmed(ident, exc, unreachable)
+        if not held:
             self._lost(ident)
         sentence, stopped = self._stop_after_failed_create(ident)
         if stopped:
