@@ -8,6 +8,8 @@ polling every 20 ms.
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -57,6 +59,28 @@ class Rig:
         )
         assert checked.failures == [], [(f.property, f.reason) for f in checked.failures]
         return self.sessions.create(checked.inputs)
+
+    def create_resource_failing(self, **inputs: Any) -> Callable[[float], BaseException]:
+        """Start :meth:`create_resource` in a thread, for a test that acts while it waits and expects it to fail;
+        call the answer (with a timeout in seconds) to wait for it and get what it raised."""
+        raised: list[BaseException] = []
+
+        def create() -> None:
+            try:
+                self.create_resource(**inputs)
+            except BaseException as exc:  # handed to the test's thread
+                raised.append(exc)
+
+        creating = threading.Thread(target=create, name="create-resource")
+        creating.start()
+
+        def failure(timeout: float) -> BaseException:
+            creating.join(timeout)
+            assert not creating.is_alive(), f"the create still runs after {timeout} s"
+            assert raised, "the create succeeded"
+            return raised[0]
+
+        return failure
 
     def posts(self, path_part: str) -> list[dict[str, Any]]:
         return [r for r in self.control.requests() if r["method"] == "POST" and r["path"].endswith(path_part)]

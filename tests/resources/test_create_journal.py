@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import types
 from datetime import datetime, timedelta, timezone
@@ -544,16 +543,7 @@ def test_a_lost_answer_among_look_alikes_names_them_all_and_the_entry_to_dismiss
     rig.control.configure(list_lag=LIST_LAG_HERE / 2)
     fault = rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=500, act_then_fail=True,
                                   latency=3.0, times=1)  # fmt: skip
-    failure: list[BaseException] = []
-
-    def create() -> None:
-        try:
-            rig.create_resource()
-        except BaseException as exc:  # handed to the test thread
-            failure.append(exc)
-
-    creating = threading.Thread(target=create)
-    creating.start()
+    failure = rig.create_resource_failing()
     deadline = time.monotonic() + 30
     while not any(f["id"] == fault and f["fired"] for f in rig.control.faults()):
         assert time.monotonic() < deadline, "the create's POST never reached the emulator"
@@ -561,11 +551,10 @@ def test_a_lost_answer_among_look_alikes_names_them_all_and_the_entry_to_dismiss
     colleagues = {
         post_by_hand(rig, RESOURCES, REQUEST.to_wire())["id"] for _ in range(2)
     }  # while it is in flight
-    creating.join(timeout=180)
-    assert not creating.is_alive()
+    error = failure(180)
 
-    assert len(failure) == 1 and isinstance(failure[0], UserError), failure
-    message = str(failure[0])
+    assert isinstance(error, UserError), error
+    message = str(error)
     [entry] = journal.unfinished()
     [ours] = [i for i in active(rig, "model_resources") if i not in colleagues]
     assert all(i in message for i in (ours, *colleagues)) and "none can be proven" in message

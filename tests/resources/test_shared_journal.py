@@ -202,16 +202,7 @@ def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", bucket.store_url("team"))
         monkeypatch.setenv("TOGETHER_RL_LEASE_SECONDS", "3")
-        failure: list[BaseException] = []
-
-        def create() -> None:
-            try:
-                rig.create_resource()
-            except BaseException as exc:  # handed to the test thread
-                failure.append(exc)
-
-        creating = threading.Thread(target=create)
-        creating.start()
+        failure = rig.create_resource_failing()
         made = wait_until(recorded_ids, 30, "the create's id in the bucket")[0]
         server.stop()  # the store goes away mid-create
         rig.control.clear_requests()
@@ -219,10 +210,8 @@ def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_
             "model_resource", "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED", "pods failed"
         )
         rig.control.advance(3600)
-        creating.join(timeout=120)
-    assert not creating.is_alive()
+        error = failure(120)
 
-    [error] = failure
     assert isinstance(error, UserError), error
     message = str(error)
     assert message.startswith(f"creating model resource ({made}): "), message
