@@ -191,10 +191,14 @@ def test_a_straggler_that_lost_its_lease_never_marks_done_or_stops(slow_ready, j
     assert entry.state == journal.State.DONE and entry.id == made and entry.owner == GPU
 
 
-def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_so(slow_ready, monkeypatch):
-    """The bucket's server goes away while a create waits, then the create fails: whether another run has taken
-    the create over cannot be known, so nothing is stopped, and the sentence says the journal could not be
-    reached (never that another run took it over)."""
+@pytest.mark.parametrize("gone", ["after-its-id-is-recorded", "during-its-post"])
+def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_so(
+    slow_ready, monkeypatch, gone
+):
+    """The bucket's server goes away while a create waits (after its id was recorded, or while its POST was in
+    flight, so that the id could not be recorded), then the create fails: whether another run has taken the
+    create over cannot be known, so nothing is stopped, and the sentence says the journal could not confirm it
+    (never that another run took it over) and what the journal still holds."""
     rig = slow_ready
     with S3Server() as server:
         bucket = server.bucket()
@@ -202,9 +206,20 @@ def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", bucket.store_url("team"))
         monkeypatch.setenv("TOGETHER_RL_LEASE_SECONDS", "3")
-        failure = rig.create_resource_failing()
-        made = wait_until(recorded_ids, 30, "the create's id in the bucket")[0]
-        server.stop()  # the store goes away mid-create
+        if gone == "during-its-post":
+            fault = rig.control.add_fault(
+                method="POST", path=f"^{RESOURCES}$", status=None, latency=2.0, times=1
+            )
+            failure = rig.create_resource_failing()
+            wait_until(
+                lambda: any(f["id"] == fault and f["fired"] for f in rig.control.faults()), 30, "the POST"
+            )
+            server.stop()  # the store goes away while the POST is answered
+            made = wait_until(lambda: [o["id"] for o in active(rig)], 30, "the POST's object")[0]
+        else:
+            failure = rig.create_resource_failing()
+            made = wait_until(recorded_ids, 30, "the create's id in the bucket")[0]
+            server.stop()  # the store goes away mid-create
         rig.control.clear_requests()
         rig.control.fail_next(
             "model_resource", "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED", "pods failed"
@@ -219,6 +234,11 @@ def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_
     assert "it was not stopped, because the create journal at" in message
     assert "could not confirm that this run still holds the create (it could not be reached" in message
     assert "another run took" not in message and "lost its create journal lease" not in message
+    kept = {
+        "after-its-id-is-recorded": "the journal keeps its id",
+        "during-its-post": "the journal holds its POST but could not record its id either",
+    }
+    assert kept[gone] in message and kept[next(k for k in kept if k != gone)] not in message
     assert f"POST {RESOURCES}/{made}/stop" in message
     assert not any(r["path"].endswith("/stop") for r in rig.control.requests())
 

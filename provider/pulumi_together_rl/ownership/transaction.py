@@ -137,13 +137,17 @@ class CreateTransaction(Generic[Obj, Req]):
         if not isinstance(exc, Exception):
             raise exc
         cause, _ = explain(exc, "creating")
+        kept = (
+            "the journal holds its POST but could not record its id either, so the next run finds it by a match"
+            if self.entry.unrecorded
+            else "the journal keeps its id"
+        )
         raise UserError(
             "creating",
             self.kind.name,
             ident,
             f"{cause}; it was not stopped, because the create journal at {journal.where()} could not confirm that "
-            f"this run still holds the create ({unreachable.reason}), and another run may have taken it over; the "
-            "journal keeps its id",
+            f"this run still holds the create ({unreachable.reason}), and another run may have taken it over; {kept}",
             "Once that store can be reached, run `pulumi up` again: it takes the object over if it is still active "
             f"(or stop it yourself: POST {self.kind.path}/{ident}/stop)",
         ) from exc
