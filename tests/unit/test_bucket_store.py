@@ -20,7 +20,8 @@ import pytest
 from harness import bucket as harness_bucket
 from harness.bucket import Bucket, S3Server
 
-from pulumi_together_rl.ownership.stores import BucketStore, StoreError
+from pulumi_together_rl.ownership.stores import StoreError
+from pulumi_together_rl.ownership.stores.bucket import BucketStore
 
 WRITERS = 32
 ROUNDS = 4
