@@ -162,14 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
         "and the pending creates the journal accounts for",
         description=(
             "For one stack: show its pending creates (`pulumi stack export`) and the create journal entries of its "
-            "declarations. Unless --report, and only when no create of the stack is live (it refuses otherwise, "
-            "naming whose it is): clear the stale lock (`pulumi cancel`), hand each pending create whose id the "
-            "journal holds to `pulumi refresh --import-pending-creates URN --import-pending-creates ID` (the "
-            "pinned CLI clears it without recording the object; the next `pulumi up` takes it over by that id), "
-            "drop those that provably made nothing, and leave the ambiguous ones, saying what the next `pulumi up` "
-            "does. See docs/journal.md."
+            "declarations, from every journal its creates may have used (the one its `pulumi up` writes to named). "
+            "Unless --report, and only when no create of the stack is live and its lock is neither young nor held "
+            "by a process of this machine (it refuses otherwise, naming whose it is): clear the stale lock "
+            "(`pulumi cancel`), hand each pending create whose id the journal holds to `pulumi refresh "
+            "--import-pending-creates URN --import-pending-creates ID` (the pinned CLI clears it without recording "
+            "the object; the next `pulumi up` takes it over by that id), and drop those the journal accounts for "
+            "otherwise, saying what the next `pulumi up` does. See docs/journal.md."
         ),
-        epilog="Exit status: 0 done (always, with --report), 1 an error, 4 refused: a create of the stack is live.",
+        epilog="Exit status: 0 done (always, with --report), 1 an error, 4 refused: a create of the stack is live, "
+        "or its lock is young or held by a process of this machine (see --force).",
     )
     recover.add_argument(
         "--stack", required=True, metavar="STACK", help="the stack (as `pulumi --stack` takes it)"
@@ -179,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only print what the state and the journal hold and what recovery would do; exit 0 (for a CI "
         "`if: cancelled()` step)",
+    )
+    recover.add_argument(
+        "--force",
+        action="store_true",
+        help="remove the stack's lock even when it is young or its process runs on this machine (a run you know "
+        "is gone)",
     )
     recover.add_argument(
         "--cwd",
@@ -254,28 +262,33 @@ def _orphans(args: argparse.Namespace) -> int:
 
 
 def _journal(args: argparse.Namespace) -> int:
-    from .ownership import journal
+    from .ownership import journal, leases
+    from .ownership.records import State, now, stamp
 
     try:
-        everything = journal.entries()
+        opened = journal.current()
+        if args.action != "list":
+            opened.probe()  # a writer judges leases on the store's clock
+        everything = opened.entries()
     except journal.Refused as exc:
         print(f"error: reading the create journal: {exc.cause}. {exc.todo}.", file=sys.stderr)
         return 1
-    found = [e for e in everything if e.state != journal.State.DONE]
+    found = [s for s in everything if s.entry.state != State.DONE]
     if args.action == "list":
         if args.entry:
             args.parser.error("list takes no ENTRY")
         shown = everything if args.all else found
-        for entry in shown:
+        for seen in shown:
+            entry = seen.entry
             print(
-                f"{entry.name}  {entry.state.value:<9}  {entry.kind:<16}  {entry.owner or '(no declaration)'}  "
-                f"{entry.started.strftime('%Y-%m-%d %H:%M:%S UTC')}  {entry.id or '-'}"
+                f"{seen.name}  {entry.state.value:<9}  {entry.kind:<16}  {entry.owner or '(no declaration)'}  "
+                f"{stamp(entry.started_at)}  {entry.id or '-'}"
                 + (f"  backend {entry.backend_location}" if entry.backend_location else "")
-                + ("  (in flight)" if entry.in_flight() else "")
+                + ("  (in flight)" if entry.state != State.DONE and seen.live() else "")
                 + (f"  {entry.note}" if entry.note else "")
             )
         what = "entr" + ("y" if len(shown) == 1 else "ies")
-        print(f"{len(shown)} {'' if args.all else 'unfinished '}{what} in {journal.where()}")
+        print(f"{len(shown)} {'' if args.all else 'unfinished '}{what} in {opened.location}")
         return 0
     if not args.entry:
         args.parser.error(f"{args.action} takes the ENTRY to {args.action}")
@@ -283,7 +296,7 @@ def _journal(args: argparse.Namespace) -> int:
     pool = found if args.action == "dismiss" else everything
     status = 0
     for name in args.entry:
-        matching = [e for e in pool if e.name.startswith(name.removesuffix(".json"))]
+        matching = [s for s in pool if s.name.startswith(name.removesuffix(".json"))]
         which = "unfinished entries" if args.action == "dismiss" else "entries"
         if len(matching) != 1:
             print(f"error: {doing} journal entry {name}: {len(matching)} {which} match it. Run "
@@ -291,26 +304,28 @@ def _journal(args: argparse.Namespace) -> int:
                   "list them", file=sys.stderr)  # fmt: skip
             status = 1
             continue
-        entry = matching[0]
+        seen = matching[0]
+        entry = seen.entry
         try:
-            claimed = entry.claim()
-            if claimed and args.action == "dismiss":
-                entry.dismiss()
-            elif claimed:
-                entry.drop()
+            with leases.taken(seen) as held:
+                if held is not None and args.action == "dismiss":
+                    note = f"dismissed at {stamp(now())}: none of the objects its take-over found is this declaration's"
+                    held.release(note, state=State.DISMISSED)
+                elif held is not None:
+                    held.remove()
         except journal.Refused as exc:
             print(f"error: {doing} journal entry {name}: {exc.cause}. {exc.todo}", file=sys.stderr)
             status = 1
             continue
-        if not claimed:
-            print(f"error: {doing} journal entry {name}: a running `pulumi up` holds it. Let it finish, "
-                  "then run this again", file=sys.stderr)  # fmt: skip
+        if held is None:
+            print(f"error: {doing} journal entry {name}: a running `pulumi up` holds it (its lease is live, on "
+                  "this machine or another). Let it finish, then run this again", file=sys.stderr)  # fmt: skip
             status = 1
         elif args.action == "dismiss":
-            print(f"dismissed {entry.path.stem}: the next `pulumi up` of {entry.owner} creates a new one")
+            print(f"dismissed {seen.name}: the next `pulumi up` of {entry.owner} creates a new one")
         else:
-            held = f"; nothing records that {entry.id} is claimed any more" if entry.id else ""
-            print(f"dropped {entry.path.stem} ({entry.state.value}, {entry.kind} of {entry.owner}){held}")
+            gone = f"; nothing records that {entry.id} is claimed any more" if entry.id else ""
+            print(f"dropped {seen.name} ({entry.state.value}, {entry.kind} of {entry.owner}){gone}")
     return status
 
 
@@ -321,7 +336,7 @@ def _recover(args: argparse.Namespace) -> int:
 
     if args.cwd:
         os.chdir(args.cwd)  # the journal is found from the working folder's backend, as the CLI finds it
-    return recovery.run(args.stack, report=args.report)
+    return recovery.run(args.stack, report=args.report, force=args.force)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,7 @@ finish its create and remove the journal entry of an object whose answer nobody 
 would make a second one.
 
 :func:`watch` (started by ``configure`` in the provider server only) looks at the engine process every
-:data:`CHECK_EVERY` seconds (by pid *and* start time, :class:`~.journal.Process`, so a reused pid is not taken
+:data:`CHECK_EVERY` seconds (by pid *and* start time, :class:`~.Process`, so a reused pid is not taken
 for it). Once it is gone, :func:`gone` is true: a create no longer stops its object or marks its entry done
 (the engine never got the answer), the POSTs in flight get up to :data:`POST_GRACE` seconds to answer (so their
 ids are recorded), then every entry this process holds is released with a note, and the process exits. The
@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 
 from .messages import progress_line
-from .ownership import journal
+from .ownership import leases
+from .ownership.records import Process, State, engine_process
 
 CHECK_EVERY = 0.5
 """Seconds between two looks at the engine process."""
@@ -35,7 +36,7 @@ GONE_NOTE = "the engine (the pulumi CLI) was gone before it got the answer"
 _gone = threading.Event()
 _lock = threading.Lock()
 _watching: list[threading.Thread] = []
-_watched: list[tuple[journal.Process, Callable[[int], object]]] = []  # the engine watched, and how to exit
+_watched: list[tuple[Process, Callable[[int], object]]] = []  # the engine watched, and how to exit
 
 
 def gone() -> bool:
@@ -55,14 +56,14 @@ def gone() -> bool:
 
 
 def watch(
-    engine: journal.Process | None = None,
+    engine: Process | None = None,
     *,
     exit: Callable[[int], object] = os._exit,
     every: float = CHECK_EVERY,
 ) -> bool:
-    """Watch ``engine`` (default: :func:`journal.engine_process`) from a daemon thread, once per process.
+    """Watch ``engine`` (default: :func:`engine_process`) from a daemon thread, once per process.
     Returns whether a watch is running (False when the engine cannot be told apart from another process)."""
-    engine = engine or journal.engine_process()
+    engine = engine or engine_process()
     if engine.running() is not True:
         return False  # cannot see it (no /proc, another namespace): no watch rather than a false alarm
     with _lock:
@@ -75,13 +76,13 @@ def watch(
     return True
 
 
-def _watch(engine: journal.Process, exit: Callable[[int], object], every: float) -> None:
+def _watch(engine: Process, exit: Callable[[int], object], every: float) -> None:
     while engine.running() is not False:
         time.sleep(every)
     _gone_now(engine, exit)
 
 
-def _gone_now(engine: journal.Process, exit: Callable[[int], object]) -> None:
+def _gone_now(engine: Process, exit: Callable[[int], object]) -> None:
     engine_gone(f"the engine this provider served (pulumi, {engine.describe()}) is gone", exit)
 
 
@@ -95,28 +96,31 @@ def engine_gone(why: str, exit: Callable[[int], object] = os._exit, *, quiet_if_
     _gone.set()
     # First act, one write per entry: an id already known goes to the journal, lease released, before anything
     # else (a CI cancel sends SIGTERM 7.5 s after SIGINT, and SIGKILL 2.5 s after that).
-    for entry in journal.holding():
-        if entry.id:
-            _leave(entry)
-    if journal.holding() or not quiet_if_idle:
+    for held in leases.holding():
+        if held.entry.id:
+            _leave(held)
+    if leases.holding() or not quiet_if_idle:
         progress_line(f"{why}: keeping the create journal's entries for the next `pulumi up` and exiting")
     deadline = time.monotonic() + POST_GRACE
-    while time.monotonic() < deadline and any(_posting(e) for e in journal.holding()):
+    while time.monotonic() < deadline and any(_posting(h) for h in leases.holding()):
         time.sleep(0.1)
-    for entry in journal.holding():
-        _leave(entry)
+    for held in leases.holding():
+        _leave(held)
     exit(0)
 
 
-def _leave(entry: journal.Entry) -> None:
+def _leave(held: leases.Holding) -> None:
+    """Released with the note, in one write (its lease goes with it); a journal that cannot be written keeps
+    the lease, which runs out by itself."""
     try:
-        entry.leave(GONE_NOTE)
-    except Exception:  # an unwritable folder: the lock still goes with the process (a lease runs out)
-        entry.release()
+        held.release(GONE_NOTE)
+    except Exception:
+        leases.forget(held)
 
 
-def _posting(entry: journal.Entry) -> bool:
-    return entry.state == journal.State.POSTING and bool(entry.sends) and entry.answered_at is None
+def _posting(held: leases.Holding) -> bool:
+    entry = held.entry
+    return entry.state == State.POSTING and bool(entry.sends) and entry.answered_at is None
 
 
 def reset() -> None:

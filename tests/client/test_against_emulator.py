@@ -211,26 +211,30 @@ def test_a_session_create_whose_answer_was_lost_after_acting_takes_the_one_it_ma
     assert f"training session {got.id}: taken as this create's by a match" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("path", [RESOURCES_PATH, SESSIONS_PATH], ids=["resource", "session"])
-def test_a_create_the_api_answered_as_failed_after_acting_names_what_it_made_and_takes_nothing(
-    api, emulator, path
-):
+def test_a_model_resource_the_api_answered_as_failed_after_acting_is_named_and_not_taken(api, emulator):
     """The API's own 503 says "failed", yet it acted: the one new look-alike is named, never taken on a match
-    (it could as well be a colleague's), and nothing is resent."""
-    resource = ready_resource(api) if path == SESSIONS_PATH else None
-    emulator.control.add_fault(method="POST", path=path, status=503, act_then_fail=True, times=1)
+    (a colleague's identical request is as likely: the per-kind rule), and nothing is resent."""
+    emulator.control.add_fault(method="POST", path=RESOURCES_PATH, status=503, act_then_fail=True, times=1)
     emulator.control.clear_requests()
     with pytest.raises(ServerError) as caught:
-        if resource is None:
-            api.create_model_resource(LORA)
-        else:
-            api.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
-    key = "model_resources" if resource is None else "training_sessions"
-    made = [o["id"] for o in emulator.control.state()[key] if o["id"] != getattr(resource, "id", None)]
+        api.create_model_resource(LORA)
+    made = [o["id"] for o in emulator.control.state()["model_resources"]]
     assert len(made) == 1 and made[0] in str(caught.value)
     assert caught.value.maybe_created is True
     assert "the API itself answered that the create failed" in str(caught.value)
-    assert len(posts(emulator, path.strip("^$"))) == 1  # never resent
+    assert len(posts(emulator, RESOURCES_PATH.strip("^$"))) == 1  # never resent
+
+
+def test_a_session_the_api_answered_as_failed_after_acting_is_taken_on_its_gpu(api, emulator, capsys):
+    """The API's own 503 says "failed", yet it acted: a session's request names this stack's GPU, so the one new
+    look-alike on it inside the POST's window is this create's (the per-kind rule): taken, nothing resent."""
+    resource = ready_resource(api)
+    emulator.control.add_fault(method="POST", path=SESSIONS_PATH, status=503, act_then_fail=True, times=1)
+    emulator.control.clear_requests()
+    got = api.create_training_session(TrainingSessionCreateRequest(model_resources_id=resource.id))
+    assert [s["id"] for s in emulator.control.state()["training_sessions"]] == [got.id]
+    assert len(posts(emulator, SESSIONS_PATH.strip("^$"))) == 1  # never resent
+    assert f"training session {got.id}: taken as this create's by a match" in capsys.readouterr().err
 
 
 FOREIGN_SESSION = {

@@ -416,7 +416,7 @@ def test_a_secret_display_name_is_never_printed_nor_journalled(cli_stack, emulat
     assert [s["display_name"] for s in active(emulator)["training_sessions"]] == [name]  # it was sent
 
     journal = stack.tmp / "state" / "journal"
-    written = b"".join(p.read_bytes() for p in journal.glob("*.json"))
+    written = b"".join(p.read_bytes() for p in journal.rglob("*.json"))
     assert written and b"[secret]" in written
     for text in (failed.output, done.output, stack.preview().output, stack.export(), stack.destroy().output):
         assert name not in text and name[:8] not in text

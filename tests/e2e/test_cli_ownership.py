@@ -28,6 +28,8 @@ from harness.faces import DYNAMIC, PLUGIN
 
 from pulumi_together_rl import lifeline
 from pulumi_together_rl.ownership import journal
+from pulumi_together_rl.ownership.records import Entry, Process
+from pulumi_together_rl.ownership.stores.folder import FolderStore
 
 SWEEP = ROOT / "examples" / "sweep"
 RESOURCES = "/v1/rl/model-resources"
@@ -39,10 +41,10 @@ REQUEST = {
 """The sweep example's model resource, as its create sends it."""
 
 
-def entries(state_dir: str) -> list[journal.Entry]:
-    folder = Path(state_dir) / "journal"
-    found = [journal.load(p) for p in folder.glob("*.json")] if folder.is_dir() else []
-    return [e for e in found if isinstance(e, journal.Entry)]
+def entries(state_dir: str) -> list[Entry]:
+    """What the journal in ``state_dir`` (a stack's ``TOGETHER_RL_STATE_DIR``) holds now."""
+    folder = FolderStore(Path(state_dir) / "journal")
+    return [s.entry for s in journal.Journal(folder, None, legacy=True).entries(warn=None)]
 
 
 def resources(emulator) -> list[dict]:
@@ -311,7 +313,7 @@ def test_runs_in_fresh_pid_namespaces_take_over_what_a_killed_one_made(cli_stack
                 process.communicate()
         stack.run("cancel", "--yes")  # the lock its engine left
     [entry] = [e for e in entries(stack.env["TOGETHER_RL_STATE_DIR"]) if e.kind == "model resource"]
-    assert entry.process.namespace != journal.Process.this().namespace
+    assert entry.process.namespace != Process.this().namespace
 
     emulator.control.configure(timings={"resource_pending": 0.0})
     stack.up(prefix=container)

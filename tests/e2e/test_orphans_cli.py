@@ -29,11 +29,11 @@ import pytest
 import yaml
 from harness.cli import ROOT, active, provider_pids, wait_until
 from harness.faces import PLUGIN
+from harness.journals import left
 
 from pulumi_together_rl.__main__ import build_parser, main
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
-from pulumi_together_rl.ownership import journal
 
 SWEEP = ROOT / "examples" / "sweep"
 MODEL = "Qwen/Qwen3.5-4B"
@@ -306,14 +306,15 @@ def test_an_unreadable_state_file_is_one_sentence_and_nothing_is_listed(emulator
 def test_an_orphan_an_interrupted_pulumi_up_left_is_labelled(emulator, client, tmp_path, capsys):
     request = ModelResourceCreateRequest(base_model=MODEL)
     ident = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
-    entry.record(ident)
-    entry.release()  # the interrupted `pulumi up` is gone: nobody holds its entry
+    # The interrupted `pulumi up` is gone: nobody holds its entry.
+    entry = left(
+        "model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu", ident=ident
+    )
 
     code, out, _ = run(capsys, "--none")
 
     assert code == 0
-    stamp = entry.started_at.strftime("%Y-%m-%d %H:%M UTC")
+    stamp = entry.entry.started_at.strftime("%Y-%m-%d %H:%M UTC")
     assert f"{ident}  READY" in out
     assert f"left by an interrupted pulumi up of organization/team/dev/gpu at {stamp}" in out
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import pytest
 from harness.faces import DYNAMIC, PLUGIN
+from harness.journals import entries
 from harness.stack import INTERRUPTS, Stack, sweep_program
 
 from pulumi_together_rl import lifeline
-from pulumi_together_rl.ownership import journal
 
 HOLD = 600.0
 """Seconds the emulator keeps the interrupted create waiting (PENDING, CREATING): longer than any test, so the
@@ -85,10 +85,11 @@ def test_an_up_interrupted_while_a_create_waits_converges_on_the_next_up_with_no
     left = stack.interrupted_up(INTERRUPTS[how], when=lambda: emulator.control.state()[collection])
 
     [made] = emulator.control.state()[collection]
-    [entry] = [e for e in journal.entries(warn=None) if e.owner and e.owner.endswith("/" + name)]
+    [seen] = [e for e in entries() if e.entry.owner and e.entry.owner.endswith("/" + name)]
+    entry = seen.entry
     assert (entry.id, entry.state) == (made["id"], "created"), (entry, left.output)  # the id kept, not done
     assert entry.note == (lifeline.GONE_NOTE if sees(face, how) else None), left.output
-    assert not entry.in_flight()
+    assert not seen.live()
     assert stops(emulator) == []  # nothing stopped: the object is the next run's
     assert name not in stack.ids()  # the engine never got the answer
     if how == "engine-zombie":

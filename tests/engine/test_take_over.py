@@ -12,9 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.faces import DYNAMIC
+from harness.journals import entries
 from harness.stack import INTERRUPTS, Stack, python_program, sweep_program
-
-from pulumi_together_rl.ownership import journal
 
 TWINS = Path(__file__).resolve().parents[1] / "e2e" / "projects" / "twins"
 HOLD = 600.0
@@ -33,7 +32,7 @@ def test_twins_interrupted_once_each_get_their_own_object(emulator):
 
     stack.interrupted_up(INTERRUPTS["sigkill"], when=lambda: len(resources(emulator)) == 2)
     made = {r["id"] for r in resources(emulator)}
-    assert {e.id for e in journal.entries(warn=None)} == made and len(made) == 2
+    assert {e.entry.id for e in entries()} == made and len(made) == 2
 
     emulator.control.configure(timings={"resource_pending": 0.0})
     stack.up()
@@ -51,17 +50,21 @@ def test_a_run_killed_during_its_take_over_leaves_the_entry_for_the_next_run(emu
 
     stack.interrupted_up(INTERRUPTS["sigkill"], when=lambda: resources(emulator))  # killed while it waits
     [made] = resources(emulator)
-    first = {e.path for e in journal.entries(warn=None)}
+    [first] = entries()
 
-    def taking_over() -> bool:  # the second run's own entry holds the id, and its process holds the entry
+    def taking_over() -> bool:  # the second run's process has taken the entry over (its lease is live)
         return any(
-            e.path not in first and e.id == made["id"] and e.in_flight() for e in journal.entries(warn=None)
+            e.key == first.key
+            and e.entry.process != first.entry.process
+            and e.entry.id == made["id"]
+            and e.live()
+            for e in entries()
         )
 
     second = stack.interrupted_up(INTERRUPTS["sigkill"], when=taking_over)  # killed while it takes over
     assert "taking it over" in second.output
-    [left] = journal.entries(warn=None)
-    assert left.path not in first and left.id == made["id"] and not left.in_flight()
+    [left] = entries()
+    assert left.key == first.key and left.entry.id == made["id"] and not left.live()
 
     emulator.control.configure(timings={"resource_pending": 0.0})
     stack.up()

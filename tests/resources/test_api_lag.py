@@ -5,9 +5,9 @@ not take. The provider must neither drop, nor call gone, nor duplicate, nor wait
 from __future__ import annotations
 
 import pytest
+from harness.journals import entries, unfinished
 
 from pulumi_together_rl.messages import UserError
-from pulumi_together_rl.ownership import journal
 
 from .conftest import LIST_LAG_HERE, MODEL
 
@@ -63,17 +63,30 @@ def test_a_create_whose_answer_is_lost_while_the_list_lags_makes_one_session(rig
 
 def test_an_answered_500_after_acting_while_the_list_lags_makes_one_session(rig):
     """The API acted, answered its own 500, and lists the session only after a lag: the create looks until it
-    shows, names it (never taken against the API's "failed"), and never resends."""
+    shows, takes it (a session's one look-alike on its GPU is its own: the per-kind rule), and never resends."""
     resource = rig.create_resource()
     rig.control.configure(list_lag=LIST_LAG_HERE / 2)
     rig.control.add_fault(method="POST", path=f"^{SESSIONS}$", status=500, act_then_fail=True)
 
-    with pytest.raises(UserError) as named:
-        rig.create_session(resource.id, display_name="lagging")
+    session = rig.create_session(resource.id, display_name="lagging")
 
     [made] = rig.control.state()["training_sessions"]
-    assert made["id"] in str(named.value) and "adopt_id" in str(named.value)
+    assert made["id"] == session.id
     assert len(rig.posts(SESSIONS)) == 1, "the create was resent"
+
+
+def test_an_answered_500_after_acting_while_the_list_lags_names_the_model_resource(rig):
+    """The same for a model resource: it looks until the list shows it, and names it (a colleague's identical
+    request is as likely), never taken, never resent."""
+    rig.control.configure(list_lag=LIST_LAG_HERE / 2)
+    rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=500, act_then_fail=True)
+
+    with pytest.raises(UserError) as named:
+        rig.create_resource()
+
+    [made] = rig.control.state()["model_resources"]
+    assert made["id"] in str(named.value) and "adopt_id" in str(named.value)
+    assert len(rig.posts(RESOURCES)) == 1, "the create was resent"
 
 
 def test_a_stop_that_answers_200_but_does_not_take_is_sent_again(rig, monkeypatch, capsys):
@@ -109,7 +122,7 @@ def test_a_failed_create_whose_stop_answers_200_but_does_not_take_stops_it_for_r
     [session] = rig.control.state()["training_sessions"]
     assert session["status"].endswith(("STOPPING", "STOPPED"))
     assert len(rig.posts("/stop")) == 2
-    assert journal.unfinished() == []
+    assert unfinished() == []
 
 
 def test_a_failed_create_whose_stop_never_takes_says_so_and_keeps_its_journal_entry(rig):
@@ -122,6 +135,6 @@ def test_a_failed_create_whose_stop_never_takes_says_so_and_keeps_its_journal_en
     assert "did not take" in message and "It has been stopped" not in message
     [resource] = rig.control.state()["model_resources"]
     assert resource["status"].endswith("PENDING")  # still on its way to billing: the user is told, and ...
-    assert [e.id for e in journal.entries()] == [resource["id"]]  # ... the next create takes it over
+    assert [e.entry.id for e in entries()] == [resource["id"]]  # ... the next create takes it over
     rig.control.configure(stops_ignored=0)
     rig.resources.delete(resource["id"], {"created_at": "2020-01-01T00:00:00Z"})

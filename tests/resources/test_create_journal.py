@@ -1,8 +1,8 @@
 """The create journal through the providers: what an interrupted create of a declaration made is taken over by
 that declaration, never made twice, and never taken from anyone else.
 
-An entry left by a run that is gone is what such a run leaves on disk: written by ``journal.begin`` with its
-snapshot, sends and (maybe) id, its lock free. Where a test needs a live holder or a holder that dies, it is a
+An entry left by a run that is gone is what such a run leaves in the journal (:func:`harness.journals.left`): its
+snapshot, sends and (maybe) id, its lease released. Where a test needs a live holder or a holder that dies, it is a
 real process (a child that takes the entry's lock and is killed with SIGKILL). The real-signal tests through the
 CLI are in tests/e2e/test_cli_interrupts.py and tests/e2e/test_cli_ownership.py.
 """
@@ -20,10 +20,14 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
+from harness.journals import hold, left, unfinished
 
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
+from pulumi_together_rl.lifeline import GONE_NOTE
 from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.ownership import journal
+from pulumi_together_rl.ownership.journal import Journal
+from pulumi_together_rl.ownership.records import State
 
 from .conftest import LIST_LAG_HERE, MODEL, OWNER
 
@@ -34,14 +38,11 @@ REQUEST = ModelResourceCreateRequest(base_model=MODEL)
 
 
 # Where the journal is: every behaviour holds in this machine's folder and in a bucket shared by machines, but
-# those that name the folder's own mechanisms (a lock file held by a process, a file on disk); the bucket's
-# equivalents (a live lease, an entry in the bucket) are in test_shared_journal.py.
+# those that name the folder's own files (an unwritable folder, files of earlier releases at its top level).
 FOLDER_ONLY = {
-    "test_an_entry_a_running_process_holds_is_left_alone",
-    "test_an_entry_whose_taker_was_killed_stays_visible_and_the_next_run_takes_it_over",
     "test_an_unwritable_journal_folder_fails_before_the_post_naming_the_folder",
     "test_malformed_entries_are_skipped_with_one_warning_naming_the_file",
-    "test_entries_are_claimed_once_across_processes",
+    "test_a_v1_entry_of_an_older_release_is_never_taken_over",
 }
 
 
@@ -59,17 +60,13 @@ def journal_at(request):
     return request.param
 
 
-def left_entry(rig, request, owner=GPU, *, ident=None, sent=True, kind="model resource", base_url=None):
-    """The entry a run that is gone left: begun, its snapshot (the objects active now) and a send recorded,
-    the id if its POST answered; its lock released (as a process that dies releases it)."""
-    entry = journal.begin(kind, base_url or rig.emulator.base_url, request.to_wire(), owner)
-    if sent:
-        entry.posting(active_ids(rig))
-        entry.sending()
-    if ident:
-        entry.record(ident)
-    entry.release()
-    return entry
+def left_entry(
+    rig, request, owner=GPU, *, ident=None, sent=True, kind="model resource", base_url=None, **more
+):
+    """The entry a run that is gone left: its snapshot (the objects active now) and a send recorded, the id if its
+    POST answered; its lease released (:func:`harness.journals.left`)."""
+    return left(kind, base_url or rig.emulator.base_url, request.to_wire(), owner, snapshot=active_ids(rig),
+                sent=sent, ident=ident, **more)  # fmt: skip
 
 
 def active_ids(rig) -> list[str]:
@@ -101,28 +98,14 @@ def made_elsewhere(rig, path=RESOURCES, request=REQUEST):
     return types.SimpleNamespace(**post_by_hand(rig, path, request.to_wire()))
 
 
-def hold_lock(entry: journal.Entry) -> subprocess.Popen:
-    """A live process holding ``entry``'s lock (a create in flight, or one being taken over elsewhere)."""
-    code = (
-        "import fcntl, os, sys, time\n"
-        f"fd = os.open({str(entry.lock_path)!r}, os.O_RDWR | os.O_CREAT)\n"
-        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-        "print('held', flush=True)\n"
-        "time.sleep(600)\n"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-    return holder
-
-
 # ------------------------------------------------------------------------------------------- the record
 
 
 def test_every_create_leaves_a_done_record_and_nothing_unfinished(rig):
     created = rig.create_resource()
     session = rig.create_session(created.id, lora_config={"rank": 8})
-    assert journal.unfinished() == []
-    done = {e.id: e for e in journal.entries()}
+    assert unfinished() == []
+    done = {e.entry.id: e.entry for e in journal.current().entries()}
     assert set(done) == {created.id, session.id}
     assert done[created.id].owner == GPU and done[created.id].state == "done"
     assert done[created.id].snapshot == [] and len(done[created.id].sends) == 1
@@ -144,7 +127,7 @@ def test_an_object_an_interrupted_create_of_this_declaration_made_is_taken_over_
     assert (
         "taking it over: an interrupted `pulumi up` of this declaration created it" in capsys.readouterr().err
     )
-    assert journal.unfinished() == []
+    assert unfinished() == []
 
 
 def test_another_declarations_interrupted_object_is_never_taken_even_with_the_same_request(rig):
@@ -158,7 +141,7 @@ def test_another_declarations_interrupted_object_is_never_taken_even_with_the_sa
 
     assert created.id not in (theirs.id, twin.id)
     assert len(rig.posts(RESOURCES)) == 3
-    assert sorted(e.id for e in journal.unfinished()) == sorted([theirs.id, twin.id])  # left for their owners
+    assert sorted(e.entry.id for e in unfinished()) == sorted([theirs.id, twin.id])  # left for their owners
 
 
 def test_an_interrupted_create_against_another_api_is_never_taken_over(rig):
@@ -168,7 +151,7 @@ def test_an_interrupted_create_against_another_api_is_never_taken_over(rig):
     created = rig.create_resource()
 
     assert created.id != made.id
-    assert [e.id for e in journal.unfinished()] == [made.id]
+    assert [e.entry.id for e in unfinished()] == [made.id]
 
 
 def test_twins_interrupted_together_each_take_over_their_own(rig):
@@ -195,51 +178,57 @@ def test_an_interrupted_create_whose_object_is_gone_is_dropped_and_a_new_one_mad
 
     assert created.id != made.id
     assert "it is STOPP" in capsys.readouterr().err
-    assert journal.unfinished() == []
+    assert unfinished() == []
 
 
-def test_an_entry_a_running_process_holds_is_left_alone(rig):
-    """A create in flight elsewhere (its process holds the lock): never taken, whatever its pid says."""
+def test_an_entry_a_running_process_holds_is_left_alone(rig, monkeypatch):
+    """A create in flight elsewhere (a live process renews its lease): never taken, and nothing made beside it;
+    the create waits a bounded time for the lease, then refuses naming it."""
+    monkeypatch.setenv("TOGETHER_RL_LEASE_SECONDS", "2")
     made = made_elsewhere(rig)
     entry = left_entry(rig, REQUEST, ident=made.id)
-    holder = hold_lock(entry)
+    holder = hold(entry)
+    rig.control.clear_requests()
     try:
-        created = rig.create_resource()
+        with pytest.raises(UserError, match="another run is creating this declaration now") as caught:
+            rig.create_resource()
     finally:
         holder.kill()
         holder.wait()
-    assert created.id != made.id
-    assert [e.id for e in journal.unfinished()] == [made.id]
+    assert made.id in str(caught.value) and "nothing was created" in str(caught.value)
+    assert rig.posts(RESOURCES) == []
+    assert [e.entry.id for e in unfinished()] == [made.id]
 
 
 def test_an_entry_whose_taker_was_killed_stays_visible_and_the_next_run_takes_it_over(rig):
     """A run killed (SIGKILL) while it held the entry for its take-over: the entry is still there."""
     made = made_elsewhere(rig)
     entry = left_entry(rig, REQUEST, ident=made.id)
-    taker = hold_lock(entry)
+    taker = hold(entry)
     os.kill(taker.pid, signal.SIGKILL)
     taker.wait()
-    assert [e.id for e in journal.unfinished()] == [made.id]
+    assert [e.entry.id for e in unfinished()] == [made.id]
     rig.control.clear_requests()
 
     assert rig.create_resource().id == made.id
     assert rig.posts(RESOURCES) == []
 
 
-def test_an_entry_older_than_the_age_limit_is_not_taken_over(rig, capsys):
+def test_an_entry_older_than_the_age_limit_is_not_taken_over(rig, monkeypatch):
+    """Its age is the store's: the store's clock a day past its last write (whatever the writer's clock said)."""
     made = made_elsewhere(rig)
-    entry = left_entry(rig, REQUEST, ident=made.id)
-    entry.started_at = datetime.now(timezone.utc) - journal.MAX_AGE - timedelta(minutes=1)
-    entry._write()
+    left_entry(rig, REQUEST, ident=made.id, started_at=datetime.now(timezone.utc) + timedelta(days=3))
+    store_now = Journal.now
+    monkeypatch.setattr(Journal, "now", lambda self: store_now(self) + journal.MAX_AGE + timedelta(minutes=1))
 
     created = rig.create_resource()
 
     assert created.id != made.id
-    assert [e.id for e in journal.unfinished()] == [made.id]  # left for the orphan finder
+    assert [e.entry.id for e in unfinished()] == [made.id]  # left for the orphan finder
 
 
-def test_a_v1_entry_of_an_older_release_is_never_taken_over(rig):
-    """It names no declaration, so it proves nothing; the orphan finder labels its object."""
+def test_a_v1_entry_of_an_older_release_is_never_taken_over(rig, capsys):
+    """It names no declaration, so it proves nothing: it is not read at all (one line names it)."""
     made = made_elsewhere(rig)
     folder = journal.directory()
     folder.mkdir(parents=True, exist_ok=True)
@@ -257,7 +246,7 @@ def test_a_v1_entry_of_an_older_release_is_never_taken_over(rig):
         )
     )
     assert rig.create_resource().id != made.id
-    assert [e.version for e in journal.unfinished()] == [1]
+    assert err_names(capsys, folder / "legacy.json")
 
 
 # ------------------------------------------------------------------------------- no id: a strict match
@@ -277,7 +266,7 @@ def test_a_create_killed_before_its_answer_is_found_by_a_strict_unique_match(rig
     line = capsys.readouterr().err
     assert "asked for one and never got the answer; this one is taken by a match, not an answer" in line
     assert " ago," in line and "after that POST was sent" in line
-    assert journal.unfinished() == []
+    assert unfinished() == []
 
 
 def test_two_look_alikes_inside_the_window_are_ambiguous_nothing_is_taken_and_nothing_posted(rig):
@@ -294,12 +283,12 @@ def test_two_look_alikes_inside_the_window_are_ambiguous_nothing_is_taken_and_no
     assert (
         "none can be proven" in message
         and "adopt_id" in message
-        and f"journal dismiss {entry.path.stem}" in message
+        and f"journal dismiss {entry.name}" in message
     )
     assert "USD/h" in message  # what each costs
     assert rig.posts(RESOURCES) == []
     assert sorted(active(rig, "model_resources")) == sorted([ours["id"], colleagues["id"]])  # nothing stopped
-    assert [e.path for e in journal.unfinished()] == [entry.path]
+    assert [e.key for e in unfinished()] == [entry.key]
 
 
 def test_a_look_alike_made_long_after_the_interrupted_post_is_someone_elses(rig):
@@ -311,8 +300,10 @@ def test_a_look_alike_made_long_after_the_interrupted_post_is_someone_elses(rig)
     created = rig.create_resource()
 
     assert created.id != colleagues["id"]
-    kept = journal.unfinished()
-    assert [e.path for e in kept] == [entry.path] and "nothing it could have made was found" in kept[0].note
+    kept = unfinished()
+    assert [e.key for e in kept] == [entry.key] and "nothing it could have made was found" in kept[
+        0
+    ].entry.note
 
 
 def test_a_resource_differing_only_in_a_default_is_not_taken(rig):
@@ -364,7 +355,7 @@ def test_a_match_that_a_rival_unanswered_create_may_have_made_is_not_taken(rig):
 def test_an_entry_killed_before_its_post_made_nothing_and_is_dropped(rig):
     left_entry(rig, REQUEST, sent=False)
     rig.create_resource()
-    assert journal.unfinished() == []
+    assert unfinished() == []
 
 
 # ------------------------------------------------------------------------------------- failure paths
@@ -377,8 +368,8 @@ def test_a_failed_create_whose_stop_failed_keeps_its_entry_and_the_next_create_t
     with pytest.raises(UserError, match="Stopping it failed too"):
         rig.create_resource(create_timeout=1)
 
-    [kept] = journal.unfinished()
-    assert kept.id == active(rig, "model_resources")[0] and kept.state == "created"
+    [kept] = [s.entry for s in unfinished()]
+    assert kept.id == active(rig, "model_resources")[0] and kept.state == State.CREATED
     rig.control.clear_faults()
     rig.control.configure(timings={"resource_pending": 0.0})
     rig.control.clear_requests()
@@ -397,7 +388,7 @@ def test_when_the_interrupted_object_cannot_be_looked_up_nothing_is_created_and_
 
     assert made.id in str(caught.value) and "looking for it failed" in str(caught.value)
     assert rig.posts(RESOURCES) == []  # never a second allocation on a guess
-    assert [e.id for e in journal.unfinished()] == [made.id]
+    assert [e.entry.id for e in unfinished()] == [made.id]
     rig.control.clear_faults()
     assert rig.create_resource().id == made.id  # the next run takes it over
 
@@ -438,13 +429,13 @@ def test_malformed_entries_are_skipped_with_one_warning_naming_the_file(rig, cap
         assert err.count(f"skipped the create journal entry {path}") == 1
 
 
+def err_names(capsys, path) -> bool:
+    return f"skipped the create journal entry {path}" in capsys.readouterr().err
+
+
 def test_an_entry_left_after_the_engine_was_gone_tells_how_to_clear_what_the_engine_left(rig, capsys):
     made = made_elsewhere(rig)
-    entry = journal.begin("model resource", rig.emulator.base_url, REQUEST.to_wire(), GPU)
-    entry.posting([])
-    entry.sending()
-    entry.record(made.id)
-    entry.leave("the engine (the pulumi CLI) was gone before it got the answer")
+    left_entry(rig, REQUEST, ident=made.id, note=GONE_NOTE)
 
     assert rig.create_resource().id == made.id
     err = capsys.readouterr().err
@@ -454,26 +445,25 @@ def test_an_entry_left_after_the_engine_was_gone_tells_how_to_clear_what_the_eng
     assert f"the run that made {made.id} was killed" in err
 
 
-def test_entries_are_claimed_once_across_processes(rig):
-    """Two processes race for one entry's lock: exactly one wins (and the entry stays on disk)."""
+def test_entries_are_taken_over_once_across_processes(rig):
+    """Four processes race to take one entry over: exactly one wins (and the entry stays in the journal)."""
     entry = left_entry(rig, REQUEST, ident="mr_x")
     code = (
         "import sys, time\n"
-        "from pathlib import Path\n"
-        "from pulumi_together_rl.ownership import journal\n"
-        f"entry = journal.load(Path({str(entry.path)!r}))\n"
+        "from pulumi_together_rl.ownership import journal, leases\n"
+        "seen = journal.current().read(sys.argv[2], warn=None)\n"
         "time.sleep(max(0, float(sys.argv[1]) - time.time()))\n"
-        "print(entry.claim(), flush=True)\n"
+        "print(leases.Holding.take(seen) is not None, flush=True)\n"
         "time.sleep(2)\n"
     )
     start = str(time.time() + 1.5)
     racers = [
-        subprocess.Popen([sys.executable, "-c", code, start], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, "-c", code, start, entry.key], stdout=subprocess.PIPE, text=True)
         for _ in range(4)
     ]
     answers = [r.communicate(timeout=30)[0].strip() for r in racers]
     assert sorted(answers) == ["False", "False", "False", "True"]
-    assert entry.path.exists()
+    assert [e.key for e in unfinished()] == [entry.key]
 
 
 def test_adopting_one_of_the_look_alikes_settles_the_entry_so_a_later_create_never_takes_the_other(rig):
@@ -487,7 +477,7 @@ def test_adopting_one_of_the_look_alikes_settles_the_entry_so_a_later_create_nev
 
     adopted = rig.create_resource(adopt_id=ours["id"])
     assert adopted.id == ours["id"]
-    assert journal.unfinished() == []
+    assert unfinished() == []
     rig.resources.delete(ours["id"], {"created_at": "2020-01-01T00:00:00Z"})
 
     again = rig.create_resource()
@@ -516,10 +506,10 @@ def test_dismissing_an_ambiguous_entry_keeps_it_a_rival_so_another_stack_never_t
     made = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
     with pytest.raises(UserError, match="journal dismiss") as caught:
         rig.create_resource()
-    assert mine.path.stem in str(caught.value)
+    assert mine.name in str(caught.value)
 
     dismissed = subprocess.run(
-        [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", mine.path.stem],
+        [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", mine.name],
         capture_output=True,
         text=True,
         timeout=60,
@@ -555,15 +545,15 @@ def test_a_lost_answer_among_look_alikes_names_them_all_and_the_entry_to_dismiss
 
     assert isinstance(error, UserError), error
     message = str(error)
-    [entry] = journal.unfinished()
+    [entry] = unfinished()
     [ours] = [i for i in active(rig, "model_resources") if i not in colleagues]
     assert all(i in message for i in (ours, *colleagues)) and "none can be proven" in message
-    assert "adopt_id" in message and f"journal dismiss {entry.path.stem}" in message
+    assert "adopt_id" in message and f"journal dismiss {entry.name}" in message
     assert "Run `pulumi up` again" not in message  # another run would only find the same three
 
     rig.control.clear_faults()
     dismissed = subprocess.run(
-        [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", entry.path.stem],
+        [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", entry.name],
         capture_output=True,
         text=True,
         timeout=60,
@@ -580,11 +570,11 @@ def test_the_journal_command_lists_unfinished_entries_and_refuses_to_dismiss_one
     listed = subprocess.run(
         [sys.executable, "-m", "pulumi_together_rl", "journal"], capture_output=True, text=True, timeout=60
     )
-    assert entry.path.stem in listed.stdout and "mr_listed" in listed.stdout and GPU in listed.stdout
-    holder = hold_lock(entry)
+    assert entry.name in listed.stdout and "mr_listed" in listed.stdout and GPU in listed.stdout
+    holder = hold(entry)
     try:
         refused = subprocess.run(
-            [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", entry.path.stem[:8]],
+            [sys.executable, "-m", "pulumi_together_rl", "journal", "dismiss", entry.name[:8]],
             capture_output=True,
             text=True,
             timeout=60,
@@ -593,4 +583,4 @@ def test_the_journal_command_lists_unfinished_entries_and_refuses_to_dismiss_one
         holder.kill()
         holder.wait()
     assert refused.returncode == 1 and "a running `pulumi up` holds it" in refused.stderr
-    assert [e.state for e in journal.unfinished()] == ["created"]
+    assert [e.entry.state for e in unfinished()] == [State.CREATED]

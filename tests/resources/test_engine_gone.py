@@ -10,8 +10,9 @@ import sys
 import textwrap
 import time
 
+from harness.journals import entries
+
 from pulumi_together_rl import lifeline
-from pulumi_together_rl.ownership import journal
 
 from .conftest import MODEL, OWNER
 from .test_create_journal import RESOURCES, active
@@ -92,19 +93,19 @@ def test_an_engine_killed_during_a_post_leaves_every_create_of_the_provider_for_
         text=True,
     )
     provider = int(engine.stdout.readline())
-    _wait(lambda: any(e.id for e in journal.entries(warn=None)), "A's POST to answer")
+    _wait(lambda: any(e.entry.id for e in entries()), "A's POST to answer")
     rig.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=6.0, times=1)
     engine.stdin.write("go\n")
     engine.stdin.flush()
-    _wait(lambda: any(e.sends and not e.id for e in journal.entries(warn=None)), "B's POST to be sent")
+    _wait(lambda: any(e.entry.sends and not e.entry.id for e in entries()), "B's POST to be sent")
     engine.kill()  # SIGKILL: the engine is gone; B's POST in flight, A waiting for READY
     engine.wait()
 
     _wait(lambda: _gone(provider), "the provider to exit", timeout=60)
     made = set(active(rig, "model_resources"))
-    entries = {e.owner.rsplit("/", 1)[-1]: e for e in journal.entries(warn=None)}
-    assert {e.id for e in entries.values()} == made and len(made) == 2
-    assert all((e.state, e.note) == ("created", lifeline.GONE_NOTE) for e in entries.values()), entries
+    left = {s.entry.owner.rsplit("/", 1)[-1]: s.entry for s in entries()}
+    assert {e.id for e in left.values()} == made and len(made) == 2
+    assert all((e.state, e.note) == ("created", lifeline.GONE_NOTE) for e in left.values()), left
     assert not [r for r in rig.control.requests() if r["path"].endswith("/stop")]
 
     rig.control.configure(timings={"resource_pending": 0.0})
@@ -118,7 +119,7 @@ def test_a_create_that_answered_is_never_taken_over_by_another_process_of_the_de
     same declaration (a namesake stack run later, or the same stack after the object was removed from state on
     purpose) makes its own: a done record is a claim, never something to take over."""
     first = rig.create_resource()
-    [done] = journal.entries(warn=None)
+    [done] = [s.entry for s in entries()]
     assert done.state == "done" and done.id == first.id
 
     later = subprocess.run(

@@ -5,17 +5,17 @@ backend is named instead of taken, and an id the journal could not record after 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import threading
 import time
 
 import pytest
+from harness.journals import entries, rewrite
 
 from pulumi_together_rl.client.models import ModelResourceCreateRequest
 from pulumi_together_rl.messages import UserError
-from pulumi_together_rl.ownership import journal
+from pulumi_together_rl.ownership.records import POST_BOUND
 
 from .conftest import OWNER
 from .test_create_journal import REQUEST, RESOURCES, active, left_entry, made_elsewhere
@@ -36,10 +36,10 @@ def test_an_entry_naming_an_object_that_is_not_what_is_declared_is_refused_namin
 
     sentence = str(refused.value)
     assert sentence.startswith(
-        f"creating model resource ({theirs.id}): the create journal entry {entry.path}"
+        f"creating model resource ({theirs.id}): the create journal entry {entry.where}"
     )
     assert "base_model (declared 'Qwen/Qwen3.5-4B', actual 'Qwen/Qwen3-0.6B')" in sentence
-    assert f"journal prune {entry.path.stem}" in sentence
+    assert f"journal prune {entry.name}" in sentence
     assert rig.posts(RESOURCES) == [] and stops(rig) == []  # nothing made, nothing stopped
     assert active(rig, "model_resources") == [theirs.id]
 
@@ -65,11 +65,7 @@ def test_a_namesake_stack_in_another_backend_never_takes_what_this_ones_create_m
 
 def test_an_entry_of_the_release_before_which_recorded_no_backend_is_named_never_taken(rig):
     made = made_elsewhere(rig)
-    entry = left_entry(rig, REQUEST, ident=made.id)
-    data = json.loads(entry.path.read_text())
-    data.update(version=2)
-    del data["backend"], data["backend_location"]
-    entry.path.write_text(json.dumps(data))
+    entry = rewrite(left_entry(rig, REQUEST, ident=made.id), version=2, backend=None, backend_location=None)
     rig.control.clear_requests()
 
     with pytest.raises(UserError) as named:
@@ -80,7 +76,7 @@ def test_an_entry_of_the_release_before_which_recorded_no_backend_is_named_never
         f"run by an earlier release that did not record the stack's backend, made {made.id} (READY)"
         in sentence
     )
-    assert f"set adopt_id to {made.id}" in sentence and f"journal dismiss {entry.path.stem}" in sentence
+    assert f"set adopt_id to {made.id}" in sentence and f"journal dismiss {entry.name}" in sentence
     assert rig.posts(RESOURCES) == [] and stops(rig) == []
 
 
@@ -118,7 +114,7 @@ def test_a_disk_that_fills_after_the_post_never_says_nothing_was_created(rig, sm
     def fill_once_sent() -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if any(e.sends for e in journal.entries(warn=None)):
+            if any(e.entry.sends for e in entries()):
                 small_disk()
                 return
             time.sleep(0.02)
@@ -143,7 +139,7 @@ def test_a_full_disk_before_the_post_sends_nothing(rig, small_disk):
     rig.control.clear_requests()
     with pytest.raises(UserError) as refused:
         rig.create_resource()
-    assert "cannot be written (No space left on device)" in str(refused.value)
+    assert "(No space left on device)" in str(refused.value)
     assert str(refused.value).rstrip(".").endswith("nothing was created")
     assert rig.posts(RESOURCES) == []
 
@@ -154,7 +150,7 @@ def _when_posting(action) -> threading.Thread:
     def run() -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if any(e.sends and not e.id for e in journal.entries(warn=None)):
+            if any(e.entry.sends and not e.entry.id for e in entries()):
                 action()
                 return
             time.sleep(0.01)
@@ -190,12 +186,10 @@ def test_a_post_the_api_answered_as_failed_never_takes_a_colleagues_look_alike(r
 def test_a_look_alike_made_after_an_interrupted_posts_own_window_is_never_taken(rig):
     """A create killed during its POST (no answer): what it may have made was made within the POST's read
     timeout, on the API's clock as measured then. A colleague's identical object 90 s after that is not it."""
-    entry = journal.begin("model resource", rig.emulator.base_url, REQUEST.to_wire(), OWNER + "gpu")
     rig.client.list_model_resources()  # the API's clock, measured
-    entry.posting(active(rig, "model_resources"), rig.client.clock_offset)
-    entry.sending()
-    entry.release()  # killed mid-POST: no answer, nothing it made
-    rig.control.advance(journal.POST_BOUND + 30)
+    # Killed mid-POST: no answer, nothing it made.
+    left_entry(rig, REQUEST, OWNER + "gpu", clock_offset=rig.client.clock_offset)
+    rig.control.advance(POST_BOUND + 30)
     theirs = made_elsewhere(rig)
     rig.control.clear_requests()
 

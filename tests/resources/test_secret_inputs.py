@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from harness.journals import entries
 
 from pulumi_together_rl import messages
 from pulumi_together_rl.messages import UserError
-from pulumi_together_rl.ownership import journal
 
 from .conftest import OWNER
 
@@ -54,7 +54,9 @@ def test_a_failed_create_with_a_secret_display_name_says_secret_everywhere(rig, 
     )
     assert created.outs["display_name"] == name  # the state holds it (the engine keeps it secret there)
     assert name not in str(failed.value) + capsys.readouterr().err
-    written = [json.loads(e.path.read_text()) for e in journal.entries() if e.kind == "training session"]
+    written = [
+        json.loads(e.journal.store.read(e.key).data) for e in entries() if e.entry.kind == "training session"
+    ]
     assert written and all(w["body"]["display_name"] == "[secret]" for w in written)
     assert all(w["body"].get("metadata") in (None, "[secret]") for w in written)
     assert name not in json.dumps(written)

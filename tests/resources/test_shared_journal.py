@@ -20,9 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from harness.bucket import S3Server
 from harness.cli import wait_until
+from harness.journals import entries
 
 from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.ownership import journal, location, stores
+from pulumi_together_rl.ownership.records import State
 
 from .conftest import MODEL, OWNER
 
@@ -71,7 +73,7 @@ class Creator:
 
 
 def recorded_ids() -> list[str]:
-    return [e.id for e in journal.entries(warn=None) if e.id]
+    return [s.entry.id for s in entries() if s.entry.id]
 
 
 def bucket_keys(url: str) -> list[str]:
@@ -101,9 +103,10 @@ def test_every_entry_and_claim_is_in_the_bucket_and_none_in_the_folder(rig, jour
     )
     assert [k.rsplit("/", 1)[1] for k in keys if k.startswith("claims/")] == [created.id]
     assert not journal.directory().exists() or list(journal.directory().iterdir()) == []
-    (entry,) = journal.entries()
-    assert entry.state == journal.State.DONE and entry.id == created.id
-    assert entry.lease is not None and entry.lease["holder"] is None  # released with its last write
+    (seen,) = entries()
+    entry = seen.entry
+    assert entry.state == State.DONE and entry.id == created.id
+    assert entry.lease is not None and entry.lease.holder is None  # released with its last write
 
 
 def test_with_a_bucket_backend_the_journal_is_beside_its_state_without_configuration(
@@ -187,8 +190,8 @@ def test_a_straggler_that_lost_its_lease_never_marks_done_or_stops(slow_ready, j
     assert out.startswith("FAILED") and "lost its create journal lease" in out
     assert "stopping it" not in err
     assert [o["id"] for o in active(rig)] == [made]
-    (entry,) = journal.entries()  # the taker's record only: the straggler wrote nothing after losing
-    assert entry.state == journal.State.DONE and entry.id == made and entry.owner == GPU
+    (seen,) = entries()  # the taker's record only: the straggler wrote nothing after losing
+    assert seen.entry.state == State.DONE and seen.entry.id == made and seen.entry.owner == GPU
 
 
 @pytest.mark.parametrize("gone", ["after-its-id-is-recorded", "during-its-post"])
@@ -250,12 +253,17 @@ def test_two_declarations_on_two_machines_never_bind_one_id(rig, journal_in_buck
     """Eight processes, each another declaration's create, record the same id at once: one claim wins."""
     code = (
         "import sys, time\n"
-        "from pulumi_together_rl.ownership import journal\n"
-        f"entry = journal.begin('model resource', {rig.emulator.base_url!r}, {{'base_model': 'm'}}, sys.argv[2])\n"
+        "from datetime import datetime, timezone\n"
+        "from pulumi_together_rl.ownership import journal, leases, records\n"
+        "where = journal.current(); where.probe()\n"
+        f"entry = records.Entry(kind='model resource', base_url={rig.emulator.base_url!r}, body={{'base_model': 'm'}},\n"
+        "    owner=sys.argv[2], started_at=datetime.now(timezone.utc), state=records.State.POSTING)\n"
+        "held = leases.Holding.begin(where, entry)\n"
         "time.sleep(max(0, float(sys.argv[1]) - time.time()))\n"
+        "held.write(id='mr-contested', state=records.State.CREATED)\n"
         "try:\n"
-        "    entry.record('mr-contested'); print('bound', flush=True)\n"
-        "except journal.Taken:\n"
+        "    held.bind('mr-contested'); print('bound', held.key, flush=True)\n"
+        "except leases.Taken:\n"
         "    print('taken', flush=True)\n"
     )
     start = str(time.time() + 3)
@@ -266,9 +274,12 @@ def test_two_declarations_on_two_machines_never_bind_one_id(rig, journal_in_buck
         for i in range(8)
     ]
     answers = sorted(r.communicate(timeout=60)[0].strip() for r in racers)
-    assert answers == ["bound"] + ["taken"] * 7
-    holders = [e.owner for e in journal.entries() if e.id == "mr-contested"]
-    assert len(holders) == 1
+    assert [a.split()[0] for a in answers] == ["bound"] + ["taken"] * 7
+    winner = answers[0].split()[1]
+    found = journal.current().claim(rig.emulator.base_url, "mr-contested")
+    assert (
+        found is not None and found[0] is not None and found[0].entry == winner
+    )  # the claim names the winner
 
 
 # ---------------------------------------------------------------------------------------- a store it cannot use

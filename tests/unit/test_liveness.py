@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from pulumi_together_rl import lifeline
-from pulumi_together_rl.ownership import journal
+from pulumi_together_rl.ownership.records import Process
 
 
 def _state(pid: int) -> str:
@@ -21,7 +21,7 @@ def _state(pid: int) -> str:
 def test_a_live_process_runs_and_a_killed_unreaped_one_does_not():
     child = subprocess.Popen(["sleep", "300"])
     try:
-        seen = journal.Process.of(child.pid)
+        seen = Process.of(child.pid)
         assert seen.running() is True
         _kill_unreaped(child)
         assert seen.running() is False  # same pid, same start time, but it runs nothing
@@ -34,7 +34,7 @@ def test_the_lifeline_takes_a_zombie_engine_for_gone():
     engine = subprocess.Popen(["sleep", "300"])
     exits: list[int] = []
     try:
-        watched = journal.Process.of(engine.pid)
+        watched = Process.of(engine.pid)
         assert lifeline.watch(watched, exit=exits.append, every=0.05)
         time.sleep(0.3)
         assert not lifeline.gone()
@@ -66,7 +66,7 @@ def test_a_create_asking_right_after_its_engine_died_hears_it_before_the_watch_l
     engine = subprocess.Popen(["sleep", "300"])
     exits: list[int] = []
     try:
-        assert lifeline.watch(journal.Process.of(engine.pid), exit=exits.append, every=3600)
+        assert lifeline.watch(Process.of(engine.pid), exit=exits.append, every=3600)
         assert not lifeline.gone()
         _kill_unreaped(engine)
         assert lifeline.gone()  # at once, not at the watch's next look an hour later

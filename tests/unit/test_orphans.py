@@ -15,12 +15,15 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from harness.journals import begun, entries, left
 
 from pulumi_together_rl import backend, orphans, ours
 from pulumi_together_rl.__main__ import build_parser
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
 from pulumi_together_rl.ownership import journal, location
+from pulumi_together_rl.ownership.journal import Seen
+from pulumi_together_rl.ownership.records import State
 
 MODEL = "Qwen/Qwen3.5-4B"
 RESOURCE_TYPE = "pulumi-python:dynamic/together:ModelResource"
@@ -223,12 +226,9 @@ def test_a_session_on_an_orphan_resource_says_so_and_the_resource_names_held_ses
     assert "--stop will leave it running" in orphans.format_line(found[shared])
 
 
-def interrupted_entry(client, request, ident: str, owner: str | None) -> journal.Entry:
-    """A journal entry as a `pulumi up` killed after its POST answered leaves it: an id, and its lock free."""
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), owner)
-    entry.record(ident)
-    entry.release()  # the process that held it is gone
-    return entry
+def interrupted_entry(client, request, ident: str, owner: str | None) -> Seen:
+    """A journal entry as a `pulumi up` killed after its POST answered leaves it: an id, its lease released."""
+    return left("model resource", client.base_url, request.to_wire(), owner, ident=ident)
 
 
 def test_an_interrupted_create_in_the_journal_is_labelled_with_its_time(emulator, client):
@@ -237,18 +237,18 @@ def test_an_interrupted_create_in_the_journal_is_labelled_with_its_time(emulator
     entry = interrupted_entry(client, request, ident, "organization/team/dev/gpu")
     unlabelled = new_resource(client)
 
-    found = {o.id: o for o in orphans.find_orphans(client, set(), journal.entries())}
+    found = {o.id: o for o in orphans.find_orphans(client, set(), entries())}
 
-    assert found[ident].interrupted_at == entry.started_at and found[ident].journal == "interrupted"
+    assert found[ident].interrupted_at == entry.modified and found[ident].journal == "interrupted"
     assert found[unlabelled].interrupted_at is None and found[unlabelled].journal is None
-    stamp = entry.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = entry.entry.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     assert orphans.format_line(found[ident]).endswith(
         f"left by an interrupted pulumi up of organization/team/dev/gpu at {stamp}"
     )
     assert "interrupted" not in orphans.format_line(found[unlabelled])
 
 
-def test_a_version_1_entry_labels_its_orphan_as_before(emulator, client, tmp_path):
+def test_a_version_1_entry_is_named_as_unreadable_and_labels_nothing(emulator, client, tmp_path, capsys):
     ident = new_resource(client)
     started = datetime(2025, 6, 1, 10, 22, tzinfo=timezone.utc)
     journal.directory().mkdir(parents=True, exist_ok=True)
@@ -265,20 +265,21 @@ def test_a_version_1_entry_labels_its_orphan_as_before(emulator, client, tmp_pat
         )
     )
 
-    (found,) = orphans.find_orphans(client, set(), journal.entries())
+    (found,) = orphans.find_orphans(client, set(), journal.current().entries())
 
-    assert found.journal == "interrupted" and found.journal_owner is None
-    assert orphans.format_line(found).endswith("left by an interrupted pulumi up at 2025-06-01 10:22 UTC")
+    assert found.journal is None  # it names no declaration and no format: this release does not read it
+    err = capsys.readouterr().err
+    assert f"skipped the create journal entry {journal.directory() / 'old.json'}" in err
+    assert "a release before 0.2 wrote it" in err
 
 
 def test_a_finished_create_that_no_state_holds_says_so(emulator, client):
     request = ModelResourceCreateRequest(base_model=MODEL)
     ident = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
-    entry.record(ident)
-    entry.done()
+    entry = left("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu", ident=ident,
+                 state=State.DONE).entry  # fmt: skip
 
-    (found,) = orphans.find_orphans(client, set(), journal.entries())
+    (found,) = orphans.find_orphans(client, set(), entries())
 
     stamp = entry.answered_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     assert found.journal == "done"
@@ -291,24 +292,24 @@ def test_a_finished_create_that_no_state_holds_says_so(emulator, client):
 def test_an_object_a_running_process_is_creating_is_left_out_with_a_note(emulator, client):
     request = ModelResourceCreateRequest(base_model=MODEL)
     ident = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
-    entry.record(ident)  # this process holds its lock: a create in flight, as another `pulumi up` would
+    # This process holds its lease: a create in flight, as another `pulumi up` would.
+    entry = begun(
+        "model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu", ident=ident
+    )
     # The same id recorded for another API, by a process that is gone: it says nothing about this one.
-    elsewhere = journal.begin("model resource", "https://api.together.ai", request.to_wire(), None)
-    elsewhere.record(ident)
-    elsewhere.release()
+    left("model resource", "https://api.together.ai", request.to_wire(), None, ident=ident)
     try:
-        (found,) = orphans.find_orphans(client, set(), journal.entries())
+        (found,) = orphans.find_orphans(client, set(), entries())
         orphans.decide([found], [], orphans.Rules(min_age=0))
     finally:
         entry.release()
 
     assert found.id == ident and found.journal == "in_flight"
     assert found.journal_label == (
-        f"a running process on this machine ({entry.process.describe()}) is creating it for "
+        f"a running process on this machine ({entry.entry.process.describe()}) is creating it for "
         "organization/team/dev/gpu"
     )
-    assert f"pid {entry.process.pid}" in found.journal_label
+    assert f"pid {entry.entry.process.pid}" in found.journal_label
     assert found.stop is False and found.held_back == "in_flight"
     assert (
         "--stop leaves it running: a running process on this machine is creating it"
@@ -905,9 +906,15 @@ def test_an_orphan_journalled_for_a_stack_that_was_not_read_is_left_running(emul
     kept = new_resource(client)
     request = ModelResourceCreateRequest(base_model=MODEL)
     prods = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/prod/gpu")
-    entry.record(prods)
-    entry.done()  # prod's `pulumi up` on this machine got it: prod's state holds it
+    # prod's `pulumi up` on this machine got it: prod's state holds it
+    left(
+        "model resource",
+        client.base_url,
+        request.to_wire(),
+        "organization/team/prod/gpu",
+        ident=prods,
+        state=State.DONE,
+    )
     dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
 
     code, text, _ = command(emulator, "--state", dev, "--stop", "--yes", now=later())
@@ -933,9 +940,14 @@ def test_ignore_journal_owner_stops_it_anyway(emulator, client, tmp_path):
     kept = new_resource(client)
     request = ModelResourceCreateRequest(base_model=MODEL)
     gone = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/qa/gpu")
-    entry.record(gone)
-    entry.done()
+    left(
+        "model resource",
+        client.base_url,
+        request.to_wire(),
+        "organization/team/qa/gpu",
+        ident=gone,
+        state=State.DONE,
+    )
     dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
 
     code, text, _ = command(
@@ -987,8 +999,10 @@ def test_a_create_in_flight_is_never_stopped(emulator, client, tmp_path):
     kept = new_resource(client)
     request = ModelResourceCreateRequest(base_model=MODEL)
     creating = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
-    entry.record(creating)  # held by this process, as a running `pulumi up` holds its entry
+    # Held by this process, as a running `pulumi up` holds its entry.
+    entry = begun(
+        "model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu", ident=creating
+    )
     dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
     try:
         code, text, _ = command(
@@ -1007,7 +1021,7 @@ def test_a_create_in_flight_is_never_stopped(emulator, client, tmp_path):
 
     assert code == 0, text
     (line,) = listing_lines(text)
-    assert f"a running process on this machine ({entry.process.describe()}) is creating it for " in line
+    assert f"a running process on this machine ({entry.entry.process.describe()}) is creating it for " in line
     assert stop_posts(emulator) == []
     assert (
         text.rstrip()
@@ -1090,11 +1104,10 @@ def test_an_object_made_in_the_window_of_an_interrupted_create_that_got_no_id_is
     kept = new_resource(client)
     before = new_resource(client)  # in the create's snapshot: it cannot be what that POST made
     request = ModelResourceCreateRequest(base_model=MODEL)
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/ci/gpu")
-    entry.posting({kept, before}, client.clock_offset)
-    entry.sending()
-    made = client.create_model_resource(request).id  # its answer never reached the runner
-    entry.release()  # the runner is gone: nobody renews its lease
+    # The runner is gone (nobody renews its lease); its POST's answer never reached it.
+    entry = left("model resource", client.base_url, request.to_wire(), "organization/team/ci/gpu",
+                 snapshot={kept, before}, clock_offset=client.clock_offset, url=location.sibling(bucket.url))  # fmt: skip
+    made = client.create_model_resource(request).id
     dev = state_file(tmp_path, "ci.json", (RESOURCE_TYPE, kept), stack="ci")
 
     code, text, _ = command(emulator, "--state", dev, "--stop", "--yes", "--min-age", "0")
@@ -1122,9 +1135,11 @@ def test_a_create_on_this_machine_is_seen_while_the_backend_is_a_bucket(
     kept = new_resource(client)
     request = ModelResourceCreateRequest(base_model=MODEL)
     creating = client.create_model_resource(request).id
-    entry = journal.begin("model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu")
-    entry.record(creating)  # held by this process, as a running `pulumi up` holds its entry
-    assert entry.shared is None
+    # Held by this process, as a running `pulumi up` holds its entry.
+    entry = begun(
+        "model resource", client.base_url, request.to_wire(), "organization/team/dev/gpu", ident=creating
+    )
+    assert not entry.journal.shared
     monkeypatch.setenv("PULUMI_BACKEND_URL", bucket.url)
     dev = state_file(tmp_path, "dev.json", (RESOURCE_TYPE, kept))
     try:
@@ -1136,7 +1151,7 @@ def test_a_create_on_this_machine_is_seen_while_the_backend_is_a_bucket(
 
     assert code == 0, text
     (line,) = listing_lines(text)
-    assert f"a running process on this machine ({entry.process.describe()}) is creating it for " in line
+    assert f"a running process on this machine ({entry.entry.process.describe()}) is creating it for " in line
     assert stop_posts(emulator) == []
 
 
@@ -1149,15 +1164,15 @@ def test_a_live_lease_in_the_journal_beside_the_cwd_projects_bucket_holds_its_ob
     kept = new_resource(client)
     request = ModelResourceCreateRequest(base_model=MODEL)
     creating = client.create_model_resource(request).id
-    runner = journal.begin(
+    runner = begun(  # its lease is renewed while it runs
         "model resource",
         client.base_url,
         request.to_wire(),
         "organization/team/ci/gpu",
-        backend.locate(project),
+        ident=creating,
+        stack_backend=backend.locate(project),
     )
-    runner.record(creating)  # its lease is renewed while it runs
-    assert runner.shared is not None and runner.shared.url == location.sibling(bucket.url)
+    assert runner.journal.url == location.sibling(bucket.url)
     ci = state_file(tmp_path, "ci.json", (RESOURCE_TYPE, kept), stack="ci")
     try:
         code, text, _ = command(
@@ -1177,7 +1192,7 @@ def test_a_live_lease_in_the_journal_beside_the_cwd_projects_bucket_holds_its_ob
 
     assert code == 0, text
     (line,) = listing_lines(text)
-    assert f"a running create ({runner.process.describe()}, its lease in s3://{bucket.name}/" in line
+    assert f"a running create ({runner.entry.process.describe()}, its lease in s3://{bucket.name}/" in line
     assert "--stop leaves it running: a running create (its lease in s3://" in line
     assert stop_posts(emulator) == []
 

@@ -31,6 +31,7 @@ from .models import (
     TrainingSessionUpdateRequest,
     WireModel,
 )
+from .reconcile import answered_lookalike_is_ours
 from .wire import _RESOURCES, _SESSIONS
 
 if TYPE_CHECKING:
@@ -77,6 +78,17 @@ class Collection(ABC, Generic[Obj, Req]):
     @abstractmethod
     def find(self, client: TogetherRL, request: Req, attribution: Attribution) -> Obj | None: ...
 
+    @abstractmethod
+    def mismatches(self, client: TogetherRL, request: Req, obj: Obj) -> list[str]:
+        """How ``obj`` differs from what ``request`` makes, the server's defaults filled in (the rule a
+        look-alike is matched by, and an id a journal entry names is held to); empty: it is what it makes."""
+
+    @property
+    def answered_lookalike_is_ours(self) -> bool:
+        """Whether the one look-alike found after the API's own 5xx to a create is taken as that create's
+        (:data:`.reconcile.ANSWERED_LOOKALIKE_RULE`)."""
+        return answered_lookalike_is_ours(self.name)
+
     def patch(self, client: TogetherRL, ident: str, body: dict[str, Any]) -> Obj:
         """PATCH what may change in place (``body``: the JSON of the update request). A collection without an
         update endpoint refuses: only a kind whose ``patch`` ever has something to send may live in it."""
@@ -118,6 +130,11 @@ class _ModelResources(Collection[ModelResource, ModelResourceCreateRequest]):
     ) -> ModelResource | None:
         return client.find_created_model_resource(request, attribution=attribution)
 
+    def mismatches(
+        self, client: TogetherRL, request: ModelResourceCreateRequest, obj: ModelResource
+    ) -> list[str]:
+        return client.model_resource_mismatches(request, obj)
+
 
 class _TrainingSessions(Collection[TrainingSession, TrainingSessionCreateRequest]):
     name = "training session"
@@ -148,6 +165,11 @@ class _TrainingSessions(Collection[TrainingSession, TrainingSessionCreateRequest
         self, client: TogetherRL, request: TrainingSessionCreateRequest, attribution: Attribution
     ) -> TrainingSession | None:
         return client.find_created_training_session(request, attribution=attribution)
+
+    def mismatches(
+        self, client: TogetherRL, request: TrainingSessionCreateRequest, obj: TrainingSession
+    ) -> list[str]:
+        return client.training_session_mismatches(request, obj)
 
     def patch(self, client: TogetherRL, ident: str, body: dict[str, Any]) -> TrainingSession:
         """PATCH ``display_name`` / ``metadata``: omitted = unchanged, ``""`` = clear."""

@@ -25,7 +25,9 @@ Together takes no idempotency key on create, so a create whose outcome is unknow
      :class:`.matching.ResourceDefaults`; :func:`.matching.session_differences` strict): an unset optimizer is
      Adam, not Muon;
    * claimed by nothing else: not an id this process already returned or took, not an id the caller's record
-     knows another declaration holds (``claimed``: the journal's other entries).
+     proves another declaration's (``judge``: the journal's entries and claims). An id the record proves this
+     create's own is taken whatever else matches; one whose record proves nothing either way makes the match
+     ambiguous.
 
    The match must be **unique and uncontested**: two candidates, or one whose creation time also falls in the
    window of another unanswered create of the same request (``rivals``: the journal's), mean that none can be
@@ -37,11 +39,11 @@ Together takes no idempotency key on create, so a create whose outcome is unknow
    * *answered*: the API itself answered that the create failed (a 5xx with its error envelope, not a
      gateway's 502/504): it has finished handling the request, so whatever it made exists now, though a list
      may show it a few seconds late. After a short pause the create looks over ``list_lag`` seconds
-     (:data:`LIST_LAG`). Found -> it is **named, never taken**: against the API's own "failed", an identical
-     object is as likely a colleague's whose POST landed meanwhile; the create fails naming it, and the user
-     decides (``adopt_id``, or ``journal dismiss``); the journal records that the answer was a refusal, so a
-     later run never takes it on a match either. Not found -> the server did not act, and the create is resent
-     within the same attempt budget. When the budget runs out, the last error is raised, saying that an object
+     (:data:`LIST_LAG`). Found -> what it is depends on the kind (:data:`ANSWERED_LOOKALIKE_RULE`): a model
+     resource is **named, never taken** (the create fails naming it, the user decides, and the journal records
+     that the answer was a refusal so that a later run never takes it on a match either); a training session is
+     taken as this create's. Not found -> the server did not act, and the create is resent within the same
+     attempt budget. When the budget runs out, the last error is raised, saying that an object
      may exist and how to find it.
    * *unanswered*: no readable answer came from the API itself (a read timeout, a connection broken after
      sending, a gateway's 502/504, a 5xx without the API's envelope, a 2xx whose body could not be read): the
@@ -75,7 +77,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol, TypeVar
@@ -83,7 +85,7 @@ from typing import Any, Protocol, TypeVar
 from ..messages import progress_line
 from ..singleflight import SingleFlight
 from .errors import ApiConnectionError, ApiError, TogetherError, is_transient
-from .matching import ResourceDefaults, resource_defaults, resource_differences, session_differences
+from .matching import resource_defaults, resource_differences, session_differences
 from .models import (
     LIVE_RESOURCE_STATUSES,
     LIVE_SESSION_STATUSES,
@@ -127,6 +129,8 @@ log = logging.getLogger("pulumi_together_rl.client")
 
 
 Window = tuple[datetime, datetime]
+Verdict = str
+"""``"theirs"``, ``"ours"`` or ``"doubtful"``: what a caller's record proves of an id (:meth:`CreateRecord.judge`)."""
 Rival = tuple[Window, "float | None"]
 """Another unanswered create's window, and the API clock's offset it was recorded with."""
 
@@ -145,8 +149,10 @@ class CreateRecord(Protocol):
         """The create ended without an object (its window is closed); ``refused``: the API itself answered that
         it failed (then a look-alike is never taken on a match alone)."""
 
-    def claimed(self) -> set[str]:
-        """Ids that other declarations hold."""
+    def judge(self, ids: Sequence[str]) -> Mapping[str, Verdict]:
+        """What the caller's record proves of ``ids``: ``theirs`` (another declaration holds it: never a
+        candidate), ``ours`` (this create's own record names it: taken as proof), ``doubtful`` (a record names it
+        but proves nothing: the match is ambiguous); ids it says nothing of are left out."""
 
     def rivals(self) -> list[Rival]:
         """Windows of other unanswered creates of the same request."""
@@ -163,8 +169,8 @@ class Attribution:
     offset: float | None = None
     """Seconds the API's clock was ahead of this machine's when the window was recorded (None: not measured, and
     the window is widened by :data:`CLOCK_SKEW` instead of :data:`POST_MARGIN`)."""
-    claimed: Callable[[], set[str]] = set
-    """Ids other declarations hold."""
+    judge: Callable[[Sequence[str]], Mapping[str, Verdict]] = lambda ids: {}
+    """What the caller's record proves of the candidates' ids (:meth:`CreateRecord.judge`)."""
     rivals: Callable[[], list[Rival]] = list
     """Windows of other unanswered creates of the same request."""
     claim: bool = True
@@ -259,6 +265,25 @@ class CreateReconciler(ABC):
         declaration): another create of this process may take it over."""
         _CLAIMS.release(self.base_url, id)
 
+    def model_resource_mismatches(
+        self, req: ModelResourceCreateRequest, resource: ModelResource
+    ) -> list[str]:
+        """How ``resource`` differs from what ``req`` makes: every field, the server's defaults filled in (from
+        ``GET /v1/rl/supported-models``, kept ten minutes): the one rule for a look-alike and for an id a record
+        names. Empty: it is what ``req`` makes."""
+        return [
+            str(d)
+            for d in resource_differences(
+                req, resource, defaults=resource_defaults(req, self._supported_models())
+            )
+        ]
+
+    def training_session_mismatches(
+        self, req: TrainingSessionCreateRequest, session: TrainingSession
+    ) -> list[str]:
+        """As :meth:`model_resource_mismatches`, for a training session (every LoRA field against its default)."""
+        return [str(d) for d in session_differences(req, session, strict=True)]
+
     def find_created_model_resource(
         self, req: ModelResourceCreateRequest, *, attribution: Attribution
     ) -> ModelResource | None:
@@ -266,14 +291,10 @@ class CreateReconciler(ABC):
 
         See the module docstring for the rules. Raises :class:`AmbiguousCreate` when several (or a contested
         one) match, and the lookup's own error if listing fails."""
-        defaults: list[ResourceDefaults] = []
 
         def matches(r: ModelResource) -> bool:
-            if r.status not in LIVE_RESOURCE_STATUSES:
-                return False
-            if not defaults:  # asked only when a candidate gets this far
-                defaults.append(resource_defaults(req, self._supported_models()))
-            return not resource_differences(req, r, defaults=defaults[0])
+            # The defaults are asked for only when a candidate gets this far (and then kept ten minutes).
+            return r.status in LIVE_RESOURCE_STATUSES and not self.model_resource_mismatches(req, r)
 
         with _MODEL_RESOURCE.gate.reconciling():
             return self._find_and_claim(_MODEL_RESOURCE, self._list_live_resources, matches, attribution)
@@ -288,7 +309,7 @@ class CreateReconciler(ABC):
             return self._find_and_claim(
                 _TRAINING_SESSION,
                 lambda after: self._list_live_sessions(req.model_resources_id, after),
-                lambda s: s.status in LIVE_SESSION_STATUSES and not session_differences(req, s, strict=True),
+                lambda s: s.status in LIVE_SESSION_STATUSES and not self.training_session_mismatches(req, s),
                 attribution,
             )
 
@@ -346,7 +367,7 @@ class CreateReconciler(ABC):
                         existing,
                         (since, _utcnow()),
                         offset=transport.clock_offset,
-                        claimed=record.claimed if record is not None else set,
+                        judge=record.judge if record is not None else (lambda ids: {}),
                         rivals=record.rivals if record is not None else list,
                         claim=claim,
                     )
@@ -355,18 +376,21 @@ class CreateReconciler(ABC):
             waited: float | None = None
             if how == ANSWERED:
                 # The API itself answered that the create failed: whatever it made exists now, though a list may
-                # take a few seconds (list_lag) to show it. Look over that window, only to see: a look-alike
-                # against the API's own "failed" is a colleague's as likely as ours, so it is named, never taken.
+                # take a few seconds (list_lag) to show it. What a look-alike then is depends on the kind
+                # (:attr:`_Kind.answered_lookalike_is_ours`): named, never taken, or taken as this create's.
                 transport.pause(budget, failure)
+                taking: bool = kind.answered_lookalike_is_ours
+
+                def answered_look(claim: bool, taking: bool = taking) -> Created | None:
+                    return look(claim and taking)
+
                 found, lookup_error, _ = self._settle(
-                    kind, failure, lambda claim: look(False), self.list_lag, first_wait=False
+                    kind, failure, answered_look, self.list_lag, first_wait=False
                 )
                 if found is None and lookup_error is not None and is_transient(lookup_error):
                     # We could not look (the API is failing): never resend blind; look over the settle window.
-                    found, lookup_error, _ = self._settle(
-                        kind, failure, lambda claim: look(False), self.settle_window
-                    )
-                if found is not None:
+                    found, lookup_error, _ = self._settle(kind, failure, answered_look, self.settle_window)
+                if found is not None and not taking:
                     lookup_error, found = AmbiguousCreate(kind.name, [found], False, refused=True), None
             else:
                 found, lookup_error, waited = self._settle(kind, failure, look, self.settle_window)
@@ -502,20 +526,32 @@ class CreateReconciler(ABC):
         # What others hold and may have made is read after the list, rivals first: another create that records
         # its id meanwhile is then either still a rival (no id yet) or already a claim, never neither.
         rivals = attribution.rivals()
-        skip = set(attribution.existing) | attribution.claimed()
         candidates = [
             item
             for item in listed
-            if item.id not in skip
+            if item.id not in attribution.existing
             and (self.base_url, item.id) not in _CLAIMS
             and (
                 attribution.window is None or _within(item.created_at, attribution.window, attribution.offset)
             )
             and matches(item)
         ]
+        verdicts = attribution.judge([c.id for c in candidates]) if candidates else {}
+        ours = [c for c in candidates if verdicts.get(c.id) == "ours"]
+        if ours:
+            # This create's own record names it (its id written, the answer lost before the engine had it):
+            # proof, whatever else looks alike.
+            item = ours[0]
+            if attribution.claim and not _CLAIMS.claim(self.base_url, item.id):
+                return None
+            return item
+        doubtful = any(verdicts.get(c.id) == "doubtful" for c in candidates)
+        candidates = [c for c in candidates if verdicts.get(c.id) != "theirs"]
         if not candidates:
             return None
-        contested = any(_within(c.created_at, w, offset) for c in candidates for w, offset in rivals)
+        contested = doubtful or any(
+            _within(c.created_at, w, offset) for c in candidates for w, offset in rivals
+        )
         if len(candidates) > 1 or contested:
             candidates.sort(key=lambda c: (_aware(c.created_at), c.id))
             raise AmbiguousCreate(kind.name, candidates, contested)
@@ -597,20 +633,49 @@ class _Claims:
 
 
 class _Kind:
-    def __init__(self, name: str, path: str, policy: RetryPolicy, list_query: str) -> None:
+    def __init__(
+        self, name: str, path: str, policy: RetryPolicy, list_query: str, *, answered_lookalike_is_ours: bool
+    ) -> None:
         self.name = name
         self.path = path
         self.policy = policy
         self.list_query = list_query  # where to look for a stray object
+        self.answered_lookalike_is_ours = answered_lookalike_is_ours
+        """After the API's own 5xx to a create (and at a later run's take-over of such a create): whether the one
+        new object that matches inside the POST's window, that no record accounts for, is taken as this
+        create's. See :data:`ANSWERED_LOOKALIKE_RULE`."""
         self.gate = _CreateGate()
 
 
+ANSWERED_LOOKALIKE_RULE = """\
+What an identical object found after the API's own 5xx to a create is, per kind (the one place it is decided):
+
+* a **model resource** request names only a base model and settings that any colleague with the same key can
+  request identically at the same moment: against the API's own "failed", a look-alike is as likely theirs as
+  ours. It is named, never taken (the user decides: ``adopt_id``, or ``journal dismiss``).
+* a **training session** request names a model resource, which the stack's own state holds: a colleague does not
+  start sessions on another stack's GPU. The one look-alike on that GPU made inside the POST's own window, that
+  no journal entry or claim accounts for and no other unanswered create of the same request could have made, is
+  this create's, and is taken (then recorded and waited for as if the POST had answered).
+"""
+
 _CLAIMS = _Claims()
-_MODEL_RESOURCE = _Kind("model resource", _RESOURCES, RetryPolicy.CREATE, "created_by=me")
+_MODEL_RESOURCE = _Kind(
+    "model resource", _RESOURCES, RetryPolicy.CREATE, "created_by=me", answered_lookalike_is_ours=False
+)
 # A 429 on a session create is the per-resource session cap: never retried.
 _TRAINING_SESSION = _Kind(
-    "training session", _SESSIONS, RetryPolicy.CREATE_CAPPED, "created_by=me&model_resources_id=<id>"
+    "training session",
+    _SESSIONS,
+    RetryPolicy.CREATE_CAPPED,
+    "created_by=me&model_resources_id=<id>",
+    answered_lookalike_is_ours=True,
 )
+
+
+def answered_lookalike_is_ours(kind_name: str) -> bool:
+    """:attr:`_Kind.answered_lookalike_is_ours` of the kind named ``kind_name`` (for the journal's take-over)."""
+    return {k.name: k for k in (_MODEL_RESOURCE, _TRAINING_SESSION)}[kind_name].answered_lookalike_is_ours
 
 
 def _maybe_created(

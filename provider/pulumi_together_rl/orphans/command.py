@@ -122,16 +122,16 @@ Emit = Callable[[IO[str], str], None]
 
 def _journal_entries(
     gathered: Gathered, say: Callable[[str], None], note: Callable[[str], None]
-) -> list[journal.Entry]:
+) -> list[journal.Seen]:
     """The entries of every journal a create of the stacks read may have written to (:func:`.sources.gather`),
     merged: an object any of them names is judged by it. A shared journal that cannot be read stops the command:
     without it, an object that a create on another machine is making would look orphaned."""
-    found: list[journal.Entry] = []
+    found: list[journal.Seen] = []
     for read in gathered.journals:
         if read.url is not None:
             say(read.describe())
         try:
-            found += journal.entries_at(read.url, warn=note)
+            found += journal.at(read.url).entries(warn=note)
         except journal.Refused as exc:
             raise OrphanError(
                 "finding orphans",
@@ -196,7 +196,7 @@ def _report_pending(state: StackState, note: Callable[[str], None]) -> None:
 
 
 def _find(
-    apis: Sequence[Api], clients: dict[int, TogetherRL], held: set[str], entries: list[journal.Entry]
+    apis: Sequence[Api], clients: dict[int, TogetherRL], held: set[str], entries: list[journal.Seen]
 ) -> tuple[list[Orphan], dict[int, Api]]:
     """The orphans of every API, and the API each was listed from (by ``id()`` of the orphan): its stop goes
     through the same key."""

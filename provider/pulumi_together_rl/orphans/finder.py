@@ -19,7 +19,7 @@ from ..client.models import (
 )
 from ..client.reconcile import _within as within_window  # the create's own window test, not a second copy
 from ..ours import MODEL_RESOURCE, TRAINING_SESSION
-from ..ownership import journal, location
+from ..ownership import journal
 from ._common import (
     OrphanError,
     _aware,
@@ -120,7 +120,7 @@ class Orphan:
 def find_orphans(
     client: TogetherRL,
     held: Iterable[str],
-    journal_entries: Iterable[journal.Entry] = (),
+    journal_entries: Iterable[journal.Seen] = (),
     *,
     price: bool = True,
 ) -> list[Orphan]:
@@ -198,25 +198,26 @@ class JournalLabels:
     unfinished, then done), and whether a process holds it; else the interrupted creates that got no id, whose
     POST windows may hold it."""
 
-    entries: dict[str, journal.Entry]
+    entries: dict[str, journal.Seen]
     in_flight: set[str]
-    windows: list[tuple[journal.Entry, bool]] = dataclasses.field(default_factory=list)
+    windows: list[tuple[journal.Seen, bool]] = dataclasses.field(default_factory=list)
     """Unfinished entries with a POST sent and no id, younger than :data:`journal.MAX_AGE` (a later create of
     the declaration still takes a unique match in that window over; older ones are the finder's), and whether
     each is in flight."""
 
     def apply(self, orphan: Orphan) -> Orphan:
-        entry = self.entries.get(orphan.id)
-        if entry is None:
+        seen = self.entries.get(orphan.id)
+        if seen is None:
             return self._window(orphan)
+        entry = seen.entry
         owner = entry.owner
-        self._name(orphan, entry)
+        self._name(orphan, seen)
         if orphan.id in self.in_flight:
             orphan.journal = "in_flight"
-            orphan.journal_label = f"{_running(entry)} is creating it for {owner or 'an unknown declaration'}"
+            orphan.journal_label = f"{_running(seen)} is creating it for {owner or 'an unknown declaration'}"
         elif entry.state != journal.State.DONE:
             orphan.journal = "interrupted"
-            orphan.interrupted_at = entry.started_at
+            orphan.interrupted_at = seen.modified  # the store's clock of its last write: no writer's clock
             of = f" of {owner}" if owner else ""
             orphan.journal_label = f"left by an interrupted pulumi up{of} at {_stamp(entry.started_at)}"
         else:
@@ -231,7 +232,8 @@ class JournalLabels:
     def _window(self, orphan: Orphan) -> Orphan:
         """An orphan no entry records: held by the first create whose POST window it was made in, if any (a
         running one first)."""
-        for entry, live in sorted(self.windows, key=lambda item: not item[1]):
+        for seen, live in sorted(self.windows, key=lambda item: not item[1]):
+            entry = seen.entry
             window = entry.window()
             if (
                 window is None
@@ -241,64 +243,60 @@ class JournalLabels:
                 or not within_window(_aware(orphan.created_at), window, entry.clock_offset)
             ):
                 continue
-            self._name(orphan, entry)
+            self._name(orphan, seen)
             owner = entry.owner or "an unknown declaration"
             sent = _stamp(min(entry.sends))
             orphan.journal = "in_flight" if live else "window"
             orphan.journal_label = (
-                f"{_running(entry)} is creating one like it for {owner} and has no id yet: this may be it"
+                f"{_running(seen)} is creating one like it for {owner} and has no id yet: this may be it"
                 if live
                 else f"made while an interrupted pulumi up of {owner} waited for the answer to its POST (sent at "
-                f"{sent}), which never came: it may be what that create made (entry {entry.name})"
+                f"{sent}), which never came: it may be what that create made (entry {seen.name})"
             )
             return orphan
         return orphan
 
     @staticmethod
-    def _name(orphan: Orphan, entry: journal.Entry) -> None:
+    def _name(orphan: Orphan, seen: journal.Seen) -> None:
+        entry = seen.entry
         orphan.journal_owner = entry.owner
         orphan.journal_backend = entry.backend
         orphan.journal_backend_location = entry.backend_location
         orphan.journal_note = entry.note
-        orphan.journal_where = location.printable(entry.shared.location) if entry.shared is not None else None
+        orphan.journal_where = seen.journal.location if seen.journal.shared else None
 
 
-def _running(entry: journal.Entry) -> str:
-    """Who holds an entry in flight: a process of this machine (its lock), or a create whose lease is live."""
+def _running(seen: journal.Seen) -> str:
+    """Who holds an entry in flight: a create whose lease is live (in this machine's folder, or a shared one)."""
+    entry = seen.entry
     by = entry.process.describe() if entry.process else "a process"
-    if entry.shared is None:
+    if not seen.journal.shared:
         return f"a running process on this machine ({by})"
-    return f"a running create ({by}, its lease in {location.printable(entry.shared.location)} is live)"
+    return f"a running create ({by}, its lease in {seen.journal.location} is live)"
 
 
-def journal_labels(entries: Iterable[journal.Entry], base_url: str, ids: Iterable[str] = ()) -> JournalLabels:
+def journal_labels(entries: Iterable[journal.Seen], base_url: str, ids: Iterable[str] = ()) -> JournalLabels:
     """The journal entries of this API that record one of ``ids`` (every id when empty), one per id, and the
     interrupted or running creates of this API that got no id (:attr:`JournalLabels.windows`)."""
     wanted = set(ids)
     rank = {"in_flight": 0, "interrupted": 1, "done": 2}
-    chosen: dict[str, tuple[int, journal.Entry]] = {}
-    windows: list[tuple[journal.Entry, bool]] = []
-    for entry in entries:
+    chosen: dict[str, tuple[int, journal.Seen]] = {}
+    windows: list[tuple[journal.Seen, bool]] = []
+    for seen in entries:
+        entry = seen.entry
         if entry.base_url.rstrip("/") != base_url.rstrip("/"):
             continue
+        live = entry.state not in journal.ENDED and seen.live()  # the journal's own liveness test: its lease
         if not entry.id:
-            if entry.sends and entry.state not in journal.ENDED and entry.age() < journal.MAX_AGE:
-                windows.append((entry, entry.in_flight()))
+            if entry.sends and entry.state not in journal.ENDED and seen.age() < journal.MAX_AGE:
+                windows.append((seen, live))
             continue
         if wanted and entry.id not in wanted:
             continue
-        # The journal's own liveness test: a running process holds the entry's lock (this one's too), or, in a
-        # shared journal, its lease is live.
-        state = (
-            "in_flight"
-            if entry.in_flight()
-            else "interrupted"
-            if entry.state != journal.State.DONE
-            else "done"
-        )
+        state = "in_flight" if live else "interrupted" if entry.state != journal.State.DONE else "done"
         previous = chosen.get(entry.id)
         if previous is None or rank[state] < previous[0]:
-            chosen[entry.id] = (rank[state], entry)
+            chosen[entry.id] = (rank[state], seen)
     return JournalLabels(
         entries={i: e for i, (_, e) in chosen.items()},
         in_flight={i for i, (r, _) in chosen.items() if r == 0},

@@ -193,6 +193,44 @@ def _journals(
     return list(found.values())
 
 
+@dataclasses.dataclass
+class StackJournals:
+    """The create journals of one stack (``recover``): every one :func:`gather` would read for it, and the one its
+    ``pulumi up`` writes to, resolved as a create resolves it (:func:`..ownership.location.locate`)."""
+
+    read: list[JournalRead]
+    used: location.Location
+    note: str | None = None
+    """Why the stack's own config could not be read (its ``journalUrl`` then unknown), if so."""
+
+
+def stack_journals(state: StackState, cwd: str | None) -> StackJournals:
+    """The journals of the stack ``state`` was exported from, whose project is in ``cwd``."""
+    config: dict[str, str] | OrphanError | None = None
+    own = _match(state.name or "", _project_stacks(cwd, lambda line: None)) if state.name else None
+    if own:
+        try:
+            config = stack_config(own, cwd=cwd)
+        except OrphanError as exc:
+            config = exc
+    read = _journals(cwd, [(state, config)])
+    setting, source = None, None
+    if isinstance(config, dict):
+        for key in ours.config_keys(location.SETTING):
+            if config.get(key):
+                setting, source = config[key], f"stack {state.label}'s {key}"
+                break
+    used = location.locate(stack_backend.locate(cwd), setting=setting, setting_source=source or "")
+    note = (
+        f"the config of stack {state.label} could not be read ({config.cause})"
+        if isinstance(config, OrphanError)
+        else None
+    )
+    if used.url is not None and used.url not in {r.url for r in read}:
+        read.append(JournalRead(used.url, [used.source]))
+    return StackJournals(read, used, note)
+
+
 def _project_stacks(cwd: str | None, note: Callable[[str], None]) -> list[str]:
     """The fully qualified names of the stacks of the project in ``cwd``: those whose config can be read."""
     try:

@@ -62,14 +62,19 @@ def printable(url: str) -> str:
     return urlunsplit(parts)
 
 
-def locate(stack_backend: Backend | None = None) -> Location:
-    """The journal's location for a create of a stack in ``stack_backend`` (default: this command's)."""
+def locate(
+    stack_backend: Backend | None = None, *, setting: str | None = None, setting_source: str | None = None
+) -> Location:
+    """The journal's location for a create of a stack in ``stack_backend`` (default: this command's).
+    ``setting``: the stack's ``journalUrl`` as read elsewhere (``recover`` reads the stack's config; named by
+    ``setting_source``); by default the provider's own configuration."""
     explicit = os.environ.get(ENV_URL, "").strip()
     if explicit:
         return Location(explicit, ENV_URL)
-    setting = config.current().journal_url
+    if setting_source is None:
+        setting, setting_source = config.current().journal_url, config.CONFIG_JOURNAL_URL
     if setting:
-        return Location(setting, config.CONFIG_JOURNAL_URL)
+        return Location(setting, setting_source)
     where = stack_backend or backend.locate()
     if where.scheme in backend.BUCKET_SCHEMES:
         return Location(sibling(where.url), f"beside the stack's state in {where.location}")

@@ -34,7 +34,7 @@ import functools
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import stopping
 from ..client import errors
@@ -105,14 +105,14 @@ def _create(kind: Kind[Obj, Req], props: Props, timeout: float | None) -> Made:
     limit = _limit(kind.create_timeout, inputs, timeout, "create")
     if inputs.get("adopt_id"):
         return _adopt(kind, inputs, limit)
-    subject = kind.subject(secrecy.shown(props))
+    subject = kind.subject(secrecy.shown(inputs))
     client = process.api_client("creating", kind.name, subject)
 
     def settle(created: Obj) -> Made:  # the wait for the target, the kind's keep, the state
         ready = kind.keep(client, created.id, inputs, _wait_target(kind, client, created, limit))
         return Made(ready.id, kind.to_outputs(inputs, ready))
 
-    return transaction.create(kind, client, inputs, props, subject, settle)
+    return transaction.create(kind, client, inputs, _journal_body(kind, inputs), subject, settle)
 
 
 def _adopt(kind: Kind[Obj, Req], inputs: State, limit: tuple[float, str]) -> Made:
@@ -143,8 +143,14 @@ def _adopt(kind: Kind[Obj, Req], inputs: State, limit: tuple[float, str]) -> Mad
         raise
     except Exception as exc:
         raise UserError("adopting", name, ident, *explain(exc, "adopting")) from exc
-    transaction.settle_adopted(kind, client, inputs, ident)
+    transaction.settle_adopted(kind, client, inputs, _journal_body(kind, inputs), ident)
     return Made(ident, kind.to_outputs(inputs, ready))
+
+
+def _journal_body(kind: Kind[Obj, Req], inputs: State) -> dict[str, Any]:
+    """The create request as the create journal holds it: each secret input as ``[secret]`` (``inputs`` carry
+    which are secret)."""
+    return secrecy.redacted(kind.to_request(inputs).to_wire(), inputs)
 
 
 def _limit(default: float, inputs: Props, custom: float | None, operation: str) -> tuple[float, str]:

@@ -162,9 +162,9 @@ def keep_entries_when_ended() -> bool:
 
 def _server_ended() -> None:
     from .. import lifeline
-    from ..ownership import journal
+    from ..ownership import leases
 
-    if journal.holding():  # how every command ends its plugin: nothing to say when no create is in flight
+    if leases.holding():  # how every command ends its plugin: nothing to say when no create is in flight
         lifeline.engine_gone("this provider was ended (SIGINT) before the engine got its answers")
 
 

@@ -1,19 +1,25 @@
-"""Object stores a shared create journal lives in: a bucket (``s3://``, ``gs://``, ``azblob://``, reached with
-``obstore``) or a folder named by a ``file://`` URL, each with the two atomic writes the journal is built on.
+"""Where the create journal's bytes live: one small interface, and the stores that implement it as peers.
 
 * **create if absent** (:meth:`Store.create`): S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure
   ``If-None-Match: *``; a folder: a hard link of a finished temporary file (``link(2)`` fails if the name
   exists). Of many writers of one key, exactly one wins.
 * **compare and swap** (:meth:`Store.swap`): S3 and Azure ``If-Match: <etag>``, GCS the generation; a folder: a
-  rename under an exclusive lock, after checking the content is still the version read.
+  rename under an exclusive lock of the key, after checking its bytes are still the version read.
+* **read** (bounded: a larger object is :class:`Unreadable` before its bytes are fetched), **list**, **remove**;
+* **a hold** (where the store has one): a folder's ``flock`` proves a writer alive, in any pid namespace;
+* **the store's clock**: every ``modified`` is the store's own (the server's ``Last-Modified``, the folder's
+  ``mtime``), and :meth:`Store.verify` tells the store's now at first use: leases and ages are judged on it, so
+  no machine's clock is compared with another's.
+
+The stores: :class:`.folder.FolderStore` (this machine's journal folder, and a ``file://`` URL: a shared mount),
+:class:`.bucket.BucketStore` (``s3://``, ``gs://``, ``azblob://``; ``obstore``, imported only there). A folder is
+held to the same trust rules wherever it is (this user's alone, nothing followed through a symbolic link, sizes
+checked before reading).
 
 "Supports the header" is not "atomic": some S3-compatible servers accept ``If-None-Match`` and let every writer
-win. :meth:`Store.verify` refuses such a store at its first use (a second create of one key must fail), in one
-sentence naming it. Every version is an opaque string (an ETag, a generation, a digest of a file's bytes); every
-``modified`` is the store's own clock (the server's ``Last-Modified``, the folder's ``mtime``), which is what
-leases are judged by: no machine's clock is compared with another's.
-
-``obstore`` is imported only by :mod:`.bucket`, and only when a bucket is used: a folder journal costs nothing of it.
+win, or honour it and ignore ``If-Match``. :meth:`Store.verify` refuses such a store at its first use, in one
+sentence naming what it let happen. Every version is an opaque string (an ETag, a generation, a digest of a
+file's bytes).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import contextlib
 import dataclasses
 import uuid
 from abc import ABC, abstractmethod
-from datetime import datetime, timezone
+from datetime import datetime
 
 BUCKET_SCHEMES = ("s3", "gs", "azblob")
 
@@ -30,10 +36,22 @@ BUCKET_SCHEMES = ("s3", "gs", "azblob")
 class StoreError(Exception):
     """A store could not be used: ``cause`` says why, in words for the user's sentence."""
 
-    def __init__(self, location: str, cause: str) -> None:
+    def __init__(self, location: str, cause: str, todo: str | None = None) -> None:
         self.location = location
         self.cause = cause
+        self.todo = todo
+        """What the user can do about it, when the store knows better than its caller (a folder's owner)."""
         super().__init__(f"{location}: {cause}")
+
+
+class Unreadable(Exception):
+    """One object of a store that works is not to be read: too large, not a regular file of this user's, a
+    symbolic link. ``why`` says which, for the line that skips it."""
+
+    def __init__(self, key: str, why: str) -> None:
+        self.key = key
+        self.why = why
+        super().__init__(f"{key}: {why}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,21 +71,42 @@ class Listed:
     version: str
     size: int
     modified: datetime
+    refused: str | None = None
+    """Why a folder's trust rules refuse it (it is not read then); None: it can be read."""
+    data: bytes | None = None
+    """Its bytes, when listing read them anyway (a folder reads each file for its version)."""
+
+
+MAX_READ = 1 << 20
+"""What :meth:`Store.read` reads at most unless told otherwise (the journal's objects are a few kilobytes)."""
+
+
+class Hold:
+    """A store's own proof that this process is alive and writing a key (:meth:`Store.hold`); this one, of a store
+    that has none, proves nothing and holds nothing."""
+
+    def release(self) -> None:
+        """Give the hold up (a process that dies gives it up too)."""
 
 
 class Store(ABC):
     """A flat namespace of small objects with create-if-absent and compare-and-swap (see the module docstring)."""
 
     location: str
-    """Where it is, printable: a URL without credentials."""
+    """Where it is, printable: a URL without credentials, or a folder's path."""
+
+    @abstractmethod
+    def where(self, key: str) -> str:
+        """Where the object ``key`` is, for a sentence: its URL or its file."""
 
     @abstractmethod
     def create(self, key: str, data: bytes) -> str | None:
         """Write ``data`` at ``key`` only if nothing is there: its version, or None when something is."""
 
     @abstractmethod
-    def read(self, key: str) -> Stored | None:
-        """The object at ``key``, None when there is none."""
+    def read(self, key: str, limit: int = MAX_READ) -> Stored | None:
+        """The object at ``key``, None when there is none; :class:`Unreadable` when it is larger than ``limit``
+        bytes (checked before its bytes are fetched) or a folder's trust rules refuse it."""
 
     @abstractmethod
     def swap(self, key: str, data: bytes, version: str) -> str | None:
@@ -79,12 +118,29 @@ class Store(ABC):
         """Remove the object at ``key`` (nothing there: nothing to do)."""
 
     @abstractmethod
-    def listing(self, prefix: str) -> list[Listed]:
-        """Every object whose key starts with ``prefix``."""
+    def listing(self, prefix: str, *, recursive: bool = True) -> list[Listed]:
+        """Every object whose key starts with ``prefix`` (``recursive`` false: only those with no ``/`` after
+        it). An object a folder's trust rules refuse is left out."""
+
+    def hold(self, key: str) -> Hold | None:
+        """Hold ``key`` for as long as this process lives (or until :meth:`Hold.release`): a store's own proof of a
+        live writer, where it has one (a folder: an exclusive ``flock``, which the kernel drops when the process
+        dies, whatever the signal and whatever the pid namespace); None when another live process holds it. A
+        store that has no such proof (a bucket) hands out a :class:`Hold` that proves nothing: there, only the
+        lease's clock tells."""
+        return Hold()
+
+    def holder_alive(self, key: str) -> bool | None:
+        """Whether a live process holds ``key`` (:meth:`hold`): True, False, or None when the store cannot tell."""
+        return None
 
     def verify(self) -> datetime:
-        """Refuse a store whose create-if-absent lets a second writer of one key win (:class:`StoreError`);
-        returns the store's clock of now (when it wrote the probe)."""
+        """The first-use check, and the store's clock of now (when it last wrote the probe).
+
+        Refuses (:class:`StoreError`, its cause one sentence) a store whose create-if-absent lets a second writer
+        of one key win, or whose compare-and-swap does not hold: a swap on the current version must succeed and
+        one on a stale version must fail (a store, or a proxy in front of one, that drops ``If-Match`` would let
+        a run that lost its lease go on writing). Four writes, under ``probes/``, removed after."""
         key = f"probes/{uuid.uuid4().hex}"
         first = self.create(key, b"first")
         if first is None:
@@ -95,8 +151,22 @@ class Store(ABC):
                     self.location,
                     "it let a second create-if-absent of one key succeed, so two runs could both take one object",
                 )
+            current = self.swap(key, b"swapped", first)
+            if current is None:
+                raise StoreError(
+                    self.location,
+                    "it refused a compare-and-swap on an object's current version, so no lease could be kept",
+                )
+            if self.swap(key, b"stale", first) is not None:
+                raise StoreError(
+                    self.location,
+                    "it let a compare-and-swap on a stale version succeed, so a run that lost its lease could "
+                    "still write",
+                )
             seen = self.read(key)
-            return seen.modified if seen is not None else datetime.now(timezone.utc)
+            if seen is None or seen.data != b"swapped":
+                raise StoreError(self.location, "it did not keep what a compare-and-swap wrote")
+            return seen.modified
         finally:
             with contextlib.suppress(StoreError):
                 self.remove(key)
@@ -108,9 +178,9 @@ def open_store(url: str) -> Store:
     gocloud.dev's URL grammar, as Pulumi's self-managed backends take it)."""
     scheme = url.split("://", 1)[0].lower()
     if scheme == "file":
-        from .folder import FileStore
+        from .folder import FolderStore
 
-        return FileStore(url)
+        return FolderStore.at_url(url)
     if scheme in BUCKET_SCHEMES:
         from .bucket import BucketStore
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from . import Listed, Store, Stored, StoreError
+from . import MAX_READ, Listed, Store, Stored, StoreError, Unreadable
 
 if TYPE_CHECKING:
     from obstore import UpdateVersion
@@ -64,6 +64,9 @@ class BucketStore(Store):
         else:
             raise StoreError(url, "it is not an s3://, gs:// or azblob:// URL")
 
+    def where(self, key: str) -> str:
+        return f"{self.location.split('?', 1)[0]}/{key}"
+
     def _fail(self, exc: Exception) -> StoreError:
         name, text = type(exc).__name__, str(exc)
         # obstore's messages run to several lines of request detail: the status and the store's error code are
@@ -90,10 +93,16 @@ class BucketStore(Store):
             raise self._fail(exc) from exc
         return _version(result)
 
-    def read(self, key: str) -> Stored | None:
+    def read(self, key: str, limit: int = MAX_READ) -> Stored | None:
         try:
             answer = self._obstore.get(self._store, key)
+            if answer.meta["size"] > limit:  # known from the answer's headers, before its body is read
+                raise Unreadable(
+                    key, f"it is {answer.meta['size']} bytes, more than any entry this provider writes"
+                )
             data = bytes(answer.bytes())
+        except Unreadable:
+            raise
         except FileNotFoundError:
             return None
         except Exception as exc:
@@ -126,9 +135,15 @@ class BucketStore(Store):
                 return
             raise self._fail(exc) from exc
 
-    def listing(self, prefix: str) -> list[Listed]:
+    def listing(self, prefix: str, *, recursive: bool = True) -> list[Listed]:
         try:
             found = []
+            if not recursive:
+                # A listing "by folder" names the objects at that level only; the prefix is the folder part.
+                head = prefix.rpartition("/")[0]
+                level = self._obstore.list_with_delimiter(self._store, prefix=head or None)
+                metas = [m for m in level["objects"] if m["path"].startswith(prefix)]
+                return [Listed(m["path"], _version(m), m["size"], m["last_modified"]) for m in metas]
             for chunk in self._obstore.list(self._store, prefix=prefix):
                 for meta in chunk:
                     found.append(Listed(meta["path"], _version(meta), meta["size"], meta["last_modified"]))
