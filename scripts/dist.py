@@ -111,17 +111,45 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_versions(ver: str) -> None:
-    """The SDKs are generated from the schema at a version: both must be this one (else `make sdk`)."""
-    setup = (ROOT / "sdk" / "python" / "setup.py").read_text()
-    package = json.loads((ROOT / "sdk" / "nodejs" / "package.json").read_text())
-    found = {
-        "sdk/python/setup.py": re.findall(r'^VERSION = "([^"]+)"$', setup, re.M),
-        "sdk/nodejs/package.json": [package.get("version")],
-    }
-    wrong = {name: got for name, got in found.items() if got != [ver]}
+SDK_VERSIONS = (
+    ("sdk/python/setup.py", "VERSION"),
+    ("sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json", "version"),
+    ("sdk/nodejs/package.json", "version"),
+    ("sdk/nodejs/package.json", "pulumi.version"),
+)
+"""Where the checked-in SDKs carry the version: the packages' own, and the plugin version each tells the engine
+to install (``pulumi-plugin.json``, ``package.json``'s ``pulumi``)."""
+
+
+def sdk_versions(root: Path = ROOT) -> dict[str, str | None]:
+    """``{"<file> <field>": version}`` of every place in :data:`SDK_VERSIONS` (None: not there, or unreadable)."""
+    found: dict[str, str | None] = {}
+    for relative, field in SDK_VERSIONS:
+        try:
+            text = (root / relative).read_text()
+            if relative.endswith(".py"):
+                (value,) = re.findall(rf'^{field} = "([^"]+)"$', text, re.M)
+            else:
+                value = json.loads(text)
+                for part in field.split("."):
+                    value = value[part]
+        except (OSError, ValueError, KeyError, TypeError):
+            value = None
+        found[f"{relative} {field}"] = value if isinstance(value, str) else None
+    return found
+
+
+def check_versions(ver: str, root: Path = ROOT) -> None:
+    """The SDKs are generated from the schema at a version: every place they carry it must be ``ver`` (the
+    package's ``__version__``), or the build stops with one sentence (else a release would ship SDKs that name
+    another plugin version)."""
+    wrong = {where: got for where, got in sdk_versions(root).items() if got != ver}
     if wrong:
-        sys.exit(f"dist: the SDKs are not at version {ver} ({wrong}): run `make sdk` and commit the result")
+        said = ", ".join(f"{where} is {got or 'missing'}" for where, got in wrong.items())
+        sys.exit(
+            f"building the release artifacts (version {ver}): the checked-in SDKs carry another version ({said}). "
+            "Run `make sdk` and commit the result."
+        )
 
 
 def build(out: Path) -> list[Path]:

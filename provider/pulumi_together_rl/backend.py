@@ -15,9 +15,14 @@ same backend as the command that started it. What it cannot see: a backend that 
 Two stacks with the same organization, project and stack name in two backends (a developer's local backend next to
 the team's bucket) are two stacks: :attr:`Backend.identity`, a digest of the backend's :attr:`Backend.location`, is
 what tells them apart. The location is the URL as the CLI reads it (gocloud.dev blob URLs for buckets, ``file://``
-folders, an HTTPS URL for Pulumi Cloud), made canonical: a folder resolved to its real absolute path, a bucket's
-endpoint kept (two servers' buckets of one name are two backends), every other query parameter (region, path
-style, credentials profiles) dropped, since it changes how the store is reached, not which store it is.
+folders, an HTTPS URL for Pulumi Cloud), made canonical: a folder resolved to its real absolute path; a bucket's key
+prefix as the CLI builds it (the path without its leading slashes, one trailing slash added, after gocloud.dev's
+``prefix`` query parameter), so ``s3://b/p``, ``s3://b/p/`` and ``s3://b?prefix=p/`` are one backend; a bucket's
+endpoint kept (two servers' buckets of one name are two backends) with the scheme the CLI gives a bare one (https, or
+http under ``disableSSL`` / ``disable_https``) and without a default port; every other query parameter (region,
+path style, credentials profiles) dropped, since it changes how the store is reached, not which store it is. One
+backend spelled two ways must be one identity: a create journal entry is found by it, and an entry not found is a
+second GPU.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 CLOUD = "https://api.pulumi.com"
 """The backend when nothing names one (what ``pulumi login`` with no URL logs into)."""
@@ -97,19 +102,64 @@ def canonical(url: str, base: Path | None = None, environ: Mapping[str, str] | N
     scheme = parts.scheme.lower()
     if scheme in BUCKET_SCHEMES:
         query = parse_qs(parts.query)
-        where = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
-        endpoint = (query.get("endpoint") or [""])[0].strip().rstrip("/")
-        if endpoint and "://" not in endpoint:
-            # The CLI gives a bare endpoint a scheme (https, or http with the legacy disableSSL / disable_https).
-            insecure = any(
-                (query.get(flag) or [""])[0].lower() == "true" for flag in ("disableSSL", "disable_https")
-            )
-            endpoint = ("http://" if insecure else "https://") + endpoint
-        return where + (f"?endpoint={endpoint.lower()}" if endpoint else "")
+        where = f"{scheme}://{parts.netloc}"
+        prefix = _key_prefix(unquote(parts.path), (query.get("prefix") or [""])[0])
+        params: list[str] = []
+        if prefix.endswith("/"):
+            where += "/" + quote(prefix[:-1], safe=_PATH_SAFE)
+        elif prefix:
+            # Keys run on from a prefix with no slash (``p.pulumi/...``): no path spells that.
+            params.append(f"prefix={quote(prefix, safe='/')}")
+        endpoint = _endpoint(query)
+        if endpoint:
+            params.append(f"endpoint={endpoint}")
+        return where + ("?" + "&".join(params) if params else "")
     # Pulumi Cloud or a self-hosted service: scheme, host and path; never a user:password part.
     host = parts.hostname.lower() if parts.hostname else ""
     port = f":{parts.port}" if parts.port else ""
     return f"{scheme or 'https'}://{host}{port}{parts.path.rstrip('/')}"
+
+
+_PATH_SAFE = "/:@!$&'()*+,;="
+"""What a location's path keeps unquoted (RFC 3986's path characters), so an ordinary prefix reads as written."""
+
+_PARSE_BOOL_TRUE = ("1", "t", "true")
+"""Go's ``strconv.ParseBool`` true values (``1``, ``t``, ``T``, ``TRUE``, ``true``, ``True``), lowercased: how the
+CLI reads ``disableSSL``."""
+
+_INSECURE_FLAGS = ("disableSSL", "disable_https")
+"""The legacy (AWS SDK v1) and current spellings of "this endpoint speaks http"; the CLI translates the first into
+the second."""
+
+_DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+
+
+def _key_prefix(path: str, prefix_param: str) -> str:
+    """The key prefix the CLI puts before ``.pulumi/``: gocloud.dev's ``prefix`` query parameter, then the URL's
+    path without its leading slashes and with one trailing slash (pkg/backend/diy ``New``); ``""`` for none."""
+    sub = path.lstrip("/")
+    if sub and not sub.endswith("/"):
+        sub += "/"
+    return prefix_param + sub
+
+
+def _endpoint(query: dict[str, list[str]]) -> str:
+    """A bucket URL's ``endpoint`` as a server: scheme, host and port, lowercased, default port dropped; ``""``
+    for none. A bare one gets the scheme the CLI gives it: https, or http when ``disableSSL`` or ``disable_https``
+    (its last value, as the CLI reads it) is true."""
+    endpoint = (query.get("endpoint") or [""])[0].strip().rstrip("/").lower()
+    if not endpoint:
+        return ""
+    if "://" not in endpoint:
+        insecure = any((query.get(flag) or [""])[-1].lower() in _PARSE_BOOL_TRUE for flag in _INSECURE_FLAGS)
+        endpoint = ("http://" if insecure else "https://") + endpoint
+    scheme, rest = endpoint.split("://", 1)
+    host, slash, path = rest.partition("/")
+    host = host.rsplit("@", 1)[-1]
+    default = _DEFAULT_PORTS.get(scheme)
+    if default and host.endswith(default):
+        host = host[: -len(default)]
+    return f"{scheme}://{host}{slash}{path}".rstrip("/")
 
 
 def _backend(url: str, source: str, base: Path, env: Mapping[str, str]) -> Backend:

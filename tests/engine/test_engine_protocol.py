@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -222,8 +223,19 @@ def test_replacing_the_model_resource_first_replaces_its_sessions(engine, emulat
     assert_nothing_active(emulator)
 
 
-def test_preview_with_unknown_inputs_creates_nothing(engine, emulator):
-    control = emulator.control
+@pytest.fixture
+def first_command(emulator) -> Iterator[StandInEngine]:
+    """An engine on a provider process of its own, started for this test: the first command of a stack, with
+    nothing cached (the module's shared process holds what earlier tests looked up)."""
+    emulator.control.configure(api_key=emulator.api_key)
+    with ProviderProcess(env=NO_API_ENV) as process:
+        engine = StandInEngine(process)
+        engine.configure(stack_config(emulator), secret_keys=["together:apiKey"])
+        yield engine
+
+
+def test_preview_with_unknown_inputs_creates_nothing(first_command, emulator):
+    control, engine = emulator.control, first_command
 
     # A new stack: the session's model_resources_id is unknown until the resource exists.
     result = up(engine, preview=True)
@@ -231,8 +243,12 @@ def test_preview_with_unknown_inputs_creates_nothing(engine, emulator):
     assert engine.rpcs() == [("Check", "gpu"), ("Check", "run")]
     assert result.resources[engine.urn(TS, "run")].outputs["model_resources_id"] == UNKNOWN
     assert engine.state == {}
-    # Check only reads the supported-models catalogue (validation); no object is created or even looked up.
-    assert [r["path"] for r in control.requests()] in ([], ["/v1/rl/supported-models"])
+    # Check reads the supported-models catalogue (validation) and asks the price of the declared GPUs (its
+    # estimate); no object is created or even looked up.
+    assert [(r["method"], r["path"]) for r in control.requests()] == [
+        ("GET", "/v1/rl/supported-models"),
+        ("POST", "/v1/rl/model-resources/estimate-cost"),
+    ]
     assert live(emulator) == ({}, {})
 
     # An existing stack whose resource would be replaced: the session's input becomes unknown again.
@@ -243,7 +259,11 @@ def test_preview_with_unknown_inputs_creates_nothing(engine, emulator):
     result = up(engine, inactive_timeout=600, preview=True)
     assert result.steps == [("replace", "gpu"), ("replace", "run")]
     assert engine.rpcs() == [("Check", "gpu"), ("Diff", "gpu"), ("Check", "run"), ("Diff", "run")]
-    assert control.requests() == []
+    # The changed declaration's price (the estimate is per request body), and nothing else: no object created,
+    # stopped or looked up.
+    assert [(r["method"], r["path"]) for r in control.requests()] == [
+        ("POST", "/v1/rl/model-resources/estimate-cost")
+    ]
     assert engine.state == state
     engine.destroy()
 

@@ -150,6 +150,69 @@ def test_a_venv_shaped_folder_without_pyvenv_cfg_is_no_venv(tmp_path):
     assert probe is not None and probe["prefix"] != str(prefix)
 
 
+def _python3_on_path(tmp_path: Path) -> str:
+    """A PATH whose python3 is this test run's Python: what the launcher runs when no venv is the plugin's own."""
+    path_dir = tmp_path / "on-path"
+    path_dir.mkdir(exist_ok=True)
+    if not (path_dir / "python3").exists():
+        (path_dir / "python3").symlink_to(Path(sys.executable).resolve())
+    return f"{path_dir}:/usr/bin:/bin"
+
+
+@pytest.mark.parametrize(
+    "plugin_under",
+    [
+        "lib/python/site-packages",  # no version: no venv lays out its lib so
+        "lib/pythonX/site-packages",
+        f"lib/{PYTHON_VERSION}/vendored/site-packages",  # a site-packages inside another package's folder
+        f"lib/{PYTHON_VERSION}/site-packages/other/lib/{PYTHON_VERSION}/site-packages",
+    ],
+)
+def test_a_plugin_folder_not_exactly_where_its_venv_puts_it_never_runs_the_python_above(
+    tmp_path, plugin_under
+):
+    # A folder with a pyvenv.cfg and an interpreter of the user's own, and a plugin folder below it that is not its
+    # lib/pythonX.Y/site-packages/pulumi_together_rl/plugin: that python is not the plugin's, python3 runs it.
+    marker = tmp_path / "planted-python-ran"
+    prefix = tmp_path / "prefix"
+    _plant(prefix / "bin" / "python", marker)
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    launcher = _plugin_folder(prefix / plugin_under / "pulumi_together_rl" / "plugin")
+    inner = prefix / f"lib/{PYTHON_VERSION}/site-packages/other"
+    if plugin_under.endswith(f"other/lib/{PYTHON_VERSION}/site-packages"):
+        _plant(inner / "bin" / "python", marker)  # no pyvenv.cfg: the folder right above is no venv either
+
+    done, probe = _launch(launcher, tmp_path, PATH=_python3_on_path(tmp_path))
+
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    assert probe is not None and probe["executable"] == str(tmp_path / "on-path" / "python3")
+
+
+def test_a_venv_install_with_no_python_in_its_bin_runs_python3_rather_than_refusing(tmp_path):
+    venv = _venv(tmp_path / "venv")
+    launcher = _installed(venv)
+    (venv / "bin" / "python").unlink()
+
+    done, probe = _launch(launcher, tmp_path, PATH=_python3_on_path(tmp_path))
+
+    assert done.returncode == 0, done.stderr
+    assert probe is not None and probe["executable"] == str(tmp_path / "on-path" / "python3")
+
+
+def test_a_checkouts_dot_venv_without_pyvenv_cfg_is_no_venv(tmp_path):
+    # A folder named .venv with a bin/python is not a venv without its pyvenv.cfg: nothing made it one.
+    marker = tmp_path / "planted-python-ran"
+    launcher = _checkout(tmp_path / "x" / "repo", venv=False)
+    _plant(tmp_path / "x" / "repo" / ".venv" / "bin" / "python", marker)
+
+    done, probe = _launch(launcher, tmp_path, PATH=_python3_on_path(tmp_path))
+
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    assert probe is not None and probe["executable"] == str(tmp_path / "on-path" / "python3")
+
+
 def _make_writable_by_others(venv: Path, what: str) -> None:
     target = venv / what
     target.chmod(target.stat().st_mode | (0o002 if what == "." else 0o020))
@@ -167,8 +230,18 @@ def _give_to_nobody(venv: Path, what: str) -> None:
         (_make_writable_by_others, "bin", "is writable by others than its owner"),
         (_give_to_nobody, ".", f"belongs to another user (uid {NOBODY})"),
         (_give_to_nobody, "bin", f"belongs to another user (uid {NOBODY})"),
+        # Its `home` names where the standard library is taken from: whoever writes it chooses the code that runs.
+        (_make_writable_by_others, "pyvenv.cfg", "is writable by others than its owner"),
+        (_give_to_nobody, "pyvenv.cfg", f"belongs to another user (uid {NOBODY})"),
     ],
-    ids=["world-writable-venv", "group-writable-bin", "venv-of-nobody", "bin-of-nobody"],
+    ids=[
+        "world-writable-venv",
+        "group-writable-bin",
+        "venv-of-nobody",
+        "bin-of-nobody",
+        "group-writable-pyvenv-cfg",
+        "pyvenv-cfg-of-nobody",
+    ],
 )
 def test_a_venv_others_can_write_or_own_is_refused_in_one_line(tmp_path, layout, spoil, what, cause):
     if os.geteuid() != 0 and spoil is _give_to_nobody:
@@ -187,9 +260,9 @@ def test_a_venv_others_can_write_or_own_is_refused_in_one_line(tmp_path, layout,
     assert probe is None  # no Python ran, not even python3 on PATH
     path = str(venv) if what == "." else str(venv / what)
     assert done.stderr == (
-        f"starting the together-rl plugin ({venv}): refused its Python, {path} {cause}. Make the venv, its bin "
-        "and its python yours and writable only by you (chown, chmod go-w), or set TOGETHER_RL_PLUGIN_PYTHON to "
-        "the Python to run.\n"
+        f"starting the together-rl plugin ({venv}): refused its Python, {path} {cause}. Make the venv, its bin, its "
+        "pyvenv.cfg and its python yours and writable only by you (chown, chmod go-w), or set "
+        "TOGETHER_RL_PLUGIN_PYTHON to the Python to run.\n"
     )
 
 

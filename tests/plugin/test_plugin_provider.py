@@ -233,6 +233,30 @@ def test_a_secret_input_stays_secret_and_the_api_key_is_nowhere(plugin, emulator
     assert emulator.api_key not in repr(checked.inputs)
 
 
+def test_a_secret_inside_the_metadata_map_is_never_in_a_line_or_a_sentence(plugin, emulator):
+    """The program made one value inside ``metadata`` secret (the map itself is not): an API error quoting it is
+    answered, and its lines logged under the URN, with ``[secret]``."""
+    run = "acme-churn-eval-run-0451"
+    _, resource = plugin.checked_create(MR, "gpu", baseModel=MODEL)
+    wandb = PropertyValue({"project": PropertyValue("evals"), "runName": PropertyValue(run, is_secret=True)})
+    news = {**bag(modelResourcesId=resource.resource_id), "metadata": PropertyValue({"wandb": wandb})}
+    checked = plugin.run(plugin.provider.check(CheckRequest(urn(TS, "t"), {}, news, b"")))
+    assert not checked.failures and checked.inputs["metadata"].is_secret
+    emulator.control.add_fault(
+        method="POST",
+        path="/v1/rl/training-sessions$",
+        status=400,
+        times=1,
+        message=f"W&B run {run} is taken",
+    )
+
+    with pytest.raises(UserError) as failed:
+        plugin.create(TS, "t", checked.inputs)
+
+    assert "W&B run [secret] is taken" in one_sentence(failed.value)
+    assert run[:8] not in str(failed.value) + repr(plugin.lines)
+
+
 def test_a_bug_keeps_its_stack(plugin):
     try:
         try:

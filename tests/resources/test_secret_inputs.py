@@ -10,6 +10,7 @@ from harness.journals import entries
 
 from pulumi_together_rl import messages
 from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.resources import secrecy
 
 from .conftest import OWNER
 
@@ -60,3 +61,72 @@ def test_a_failed_create_with_a_secret_display_name_says_secret_everywhere(rig, 
     assert written and all(w["body"]["display_name"] == "[secret]" for w in written)
     assert all(w["body"].get("metadata") in (None, "[secret]") for w in written)
     assert name not in json.dumps(written)
+
+
+def test_strings_nested_in_a_secret_input_are_hidden_at_any_depth():
+    """A map input that holds a secret is secret as a whole (both faces mark it so): every string inside it, in
+    nested maps and in lists, is hidden from lines and sentences."""
+    props = {
+        "metadata": {"wandb": {"run_name": "acme-churn-run-7"}, "tags": ["public", "acme-tag-secret"]},
+        "display_name": "trial",
+        "secret_inputs": ["metadata"],
+    }
+    with secrecy.hidden(props):
+        line = messages.hide("run acme-churn-run-7 tagged acme-tag-secret of trial")
+    assert line == "run [secret] tagged [secret] of trial"
+
+
+def test_a_secret_nested_in_metadata_is_never_printed_nor_journaled(rig, capsys):
+    """A Pulumi secret inside the metadata map (the program's ``secret_inputs`` names the map): the API's errors
+    that quote it, through a failed create and a failed update, and the create journal show ``[secret]``."""
+    resource_id = rig.create_resource().id
+    run, renamed = "acme-churn-eval-run-0451", "acme-churn-eval-run-0452"
+    metadata = {"wandb": {"project": "evals", "run_name": run}}
+    already = f"W&B run {run} is already attached to another session"
+    rig.control.add_fault(
+        method="POST", path="/v1/rl/training-sessions$", status=400, times=1, message=already
+    )
+    with pytest.raises(UserError) as failed_create:
+        rig.create_session(resource_id, display_name="trial", metadata=metadata, secret_inputs=["metadata"])
+    assert "W&B run [secret] is already attached" in str(failed_create.value)
+
+    created = rig.create_session(
+        resource_id, display_name="trial", metadata=metadata, secret_inputs=["metadata"]
+    )
+    news = {
+        "model_resources_id": resource_id,
+        "display_name": "trial",
+        "metadata": {"wandb": {"project": "evals", "run_name": renamed}},
+        "secret_inputs": ["metadata"],
+    }
+    missing = f"W&B run {renamed} does not exist in project evals"
+    rig.control.add_fault(
+        method="PATCH", path="/v1/rl/training-sessions/", status=400, times=1, message=missing
+    )
+    with pytest.raises(UserError) as failed_update:
+        rig.sessions.update(created.id, created.outs, news)
+    assert "W&B run [secret] does not exist" in str(failed_update.value)
+
+    said = str(failed_create.value) + str(failed_update.value) + capsys.readouterr().err
+    written = [
+        json.loads(e.journal.store.read(e.key).data) for e in entries() if e.entry.kind == "training session"
+    ]
+    assert written and all(w["body"]["metadata"] == "[secret]" for w in written)
+    for value in (run, renamed):
+        assert value[:8] not in said  # not whole, nor by the first characters an id is quoted by
+        assert value not in json.dumps(written)
+
+
+def test_a_secret_in_a_list_inside_metadata_is_never_quoted_by_check(rig, capsys):
+    token = "wandb-key-0123456789abcdef"
+    checked = rig.sessions.check(
+        {},
+        {
+            "model_resources_id": rig.create_resource().id,
+            "metadata": {"wandb": {"project": "evals", "tags": ["nightly", token]}},
+            "owner": OWNER + "trial",
+            "secret_inputs": ["metadata"],
+        },
+    )
+    assert [f.property for f in checked.failures] == ["metadata.wandb.tags"]
+    assert token[:8] not in " ".join(f.reason for f in checked.failures) + capsys.readouterr().err

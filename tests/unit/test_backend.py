@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from pulumi_together_rl import backend
+from pulumi_together_rl.ownership import journal
 
 
 def env(tmp_path, **extra: str) -> dict[str, str]:
@@ -83,3 +86,84 @@ def test_an_unreadable_project_file_or_login_falls_through(tmp_path):
     login_folder.mkdir()
     (login_folder / "credentials.json").write_text("{not json")
     assert backend.locate(project, env(tmp_path)).location == backend.CLOUD
+
+
+@pytest.mark.parametrize(
+    "spellings",
+    [
+        pytest.param(["s3://b/p", "s3://b/p/", "s3://b//p", "s3://b?prefix=p/", "s3://b/%70"], id="prefix"),
+        pytest.param(["s3://b", "s3://b/", "s3://b//"], id="no-prefix"),
+        pytest.param(
+            [
+                "s3://b/p?endpoint=minio:9000&disableSSL=true&region=us-east-1&s3ForcePathStyle=true",
+                "s3://b/p/?s3ForcePathStyle=true&region=eu-west-1&disableSSL=true&endpoint=minio:9000",
+                "s3://b/p?endpoint=minio:9000&disable_https=true",
+                "s3://b/p?endpoint=minio:9000&disableSSL=1",
+                "s3://b/p?endpoint=minio:9000&disableSSL=false&disableSSL=True",
+                "s3://b/p?endpoint=http://minio:9000",
+                "s3://b/p?endpoint=HTTP://MinIO:9000/",
+            ],
+            id="http-endpoint",
+        ),
+        pytest.param(
+            [
+                "s3://b/p?endpoint=s3.example.com",
+                "s3://b/p?endpoint=https://s3.example.com",
+                "s3://b/p?endpoint=https://s3.example.com:443/",
+                "s3://b/p?endpoint=s3.example.com&disableSSL=false",
+                "s3://b/p?endpoint=s3.example.com&disableSSL=true&disableSSL=false",
+            ],
+            id="https-endpoint",
+        ),
+        pytest.param(["gs://b/p", "gs://b/p/", "gs://b?prefix=p/"], id="gcs"),
+        pytest.param(["azblob://c/p", "azblob://c/p/?protocol=https", "azblob://c//p"], id="azure"),
+    ],
+)
+def test_one_bucket_backend_spelled_the_ways_the_cli_reads_as_one_is_one_identity(spellings):
+    """What the CLI reads as one store (its key prefix: gocloud.dev's ``prefix`` parameter, then the path without
+    leading slashes and with one trailing slash; the endpoint a bare one becomes) is one identity, or a create
+    journal entry is not recognised as the same declaration's and a second GPU is made."""
+    locations = {backend.canonical(url) for url in spellings}
+    assert len(locations) == 1, locations
+    identities = {
+        backend.Backend(url=url, source="", location=backend.canonical(url)).identity for url in spellings
+    }
+    assert len(identities) == 1
+
+
+def test_what_the_cli_reads_as_two_bucket_backends_stays_two():
+    distinct = [
+        "s3://b/p",
+        "s3://b/p//",  # the CLI's prefix is p// (it adds no slash to one that ends in one): other keys
+        "s3://b?prefix=p",  # keys p.pulumi/...: no slash after the prefix
+        "s3://b/q",
+        "s3://b",
+        "s3://c/p",
+        "gs://b/p",
+        "s3://b/p?endpoint=minio:9000",  # https://minio:9000
+        "s3://b/p?endpoint=minio:9000&disableSSL=true",  # http://minio:9000
+        "s3://b/p?endpoint=minio:9001&disableSSL=true",
+    ]
+    assert len({backend.canonical(url) for url in distinct}) == len(distinct)
+
+
+def test_an_entry_written_under_one_spelling_of_a_bucket_backend_is_found_under_another(bucket, monkeypatch):
+    """A create killed mid-way under one spelling of the stack's backend (a runner's PULUMI_BACKEND_URL), taken
+    over by the next run under another (a laptop's ``pulumi login``): the journal beside the state is the same one,
+    and the entry is the same declaration's."""
+    body, owner = {"base_model": "Qwen/Qwen3.5-4B"}, "organization/sweep/dev/gpu"
+    written = f"s3://{bucket.name}/team/?endpoint={bucket.endpoint}&disableSSL=true&s3ForcePathStyle=true"
+    read = f"s3://{bucket.name}//team?s3ForcePathStyle=true&disable_https=1&endpoint=http://{bucket.endpoint}"
+    monkeypatch.setenv("PULUMI_BACKEND_URL", written)
+    entry = journal.begin("model resource", "https://api.test", body, owner)
+    entry.posting([])
+    entry.sending()
+    entry.record("mr-1")
+    entry.leave()
+    assert any(key.startswith("team/.together-rl/journal/") for key in bucket.keys())  # beside the state
+
+    monkeypatch.setenv("PULUMI_BACKEND_URL", read)
+    found = journal.interrupted("model resource", "https://api.test", body, owner)
+
+    assert [e.id for e in found] == ["mr-1"]
+    assert backend.locate().identity == entry.backend

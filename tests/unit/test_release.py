@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pulumi_together_rl import __version__
@@ -92,3 +94,70 @@ def test_a_release_from_another_tag_or_repository_is_refused():
     assert result.returncode == 1 and result.stdout == ""
     assert f"the tag v9.9.9 is not v{__version__}" in result.stderr
     assert f"this runs in someone/else, but pyproject.toml names {repository()}" in result.stderr
+
+
+def _dist():
+    """scripts/dist.py as a module (a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("dist_script", ROOT / "scripts" / "dist.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sdk_tree(root: Path) -> Path:
+    """A copy of the files of the checked-in SDKs that carry the version."""
+    for relative in {relative for relative, _ in _dist().SDK_VERSIONS}:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(_read(relative))
+    return root
+
+
+def _set_json(path: Path, field: str, value: str) -> None:
+    data = json.loads(path.read_text())
+    *parents, last = field.split(".")
+    place = data
+    for part in parents:
+        place = place[part]
+    place[last] = value
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("relative", "field"),
+    [
+        ("sdk/python/setup.py", "VERSION"),
+        ("sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json", "version"),
+        ("sdk/nodejs/package.json", "version"),
+        ("sdk/nodejs/package.json", "pulumi.version"),
+    ],
+)
+def test_dist_refuses_sdks_of_another_version_in_one_sentence(tmp_path, relative, field):
+    dist = _dist()
+    root = _sdk_tree(tmp_path)
+    dist.check_versions(__version__, root)  # as checked in: this version everywhere
+
+    path = root / relative
+    if relative.endswith(".py"):
+        text = path.read_text()
+        assert text.count(f'VERSION = "{__version__}"') == 1
+        path.write_text(text.replace(f'VERSION = "{__version__}"', 'VERSION = "0.0.9"'))
+    else:
+        _set_json(path, field, "0.0.9")
+    with pytest.raises(SystemExit) as refused:
+        dist.check_versions(__version__, root)
+
+    sentence = str(refused.value.code)
+    assert sentence == (
+        f"building the release artifacts (version {__version__}): the checked-in SDKs carry another version "
+        f"({relative} {field} is 0.0.9). Run `make sdk` and commit the result."
+    )
+
+
+def test_dist_refuses_sdks_that_carry_no_version(tmp_path):
+    root = _sdk_tree(tmp_path)
+    (root / "sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json").write_text("{}")
+    with pytest.raises(SystemExit) as refused:
+        _dist().check_versions(__version__, root)
+    assert "sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json version is missing" in str(
+        refused.value.code
+    )

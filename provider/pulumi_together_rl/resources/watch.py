@@ -27,23 +27,34 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .. import config
 from ..client import errors
-from ..client.collections import Obj, Req
+from ..client.collections import Collection, Obj, Req
 from ..client.models import ApiObject, ModelResource, ModelResourceStatus
 from ..waiting import Watcher
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
-    from .kind import Kind
 
 FAST_TICK = 1.0
 """Seconds between ticks near an expected flip."""
 
 SECONDS_PER_PLACE = 2.0
 """Seconds between ticks per place ahead in a capacity queue."""
+
+
+class Watched(Protocol[Obj, Req]):
+    """What a watcher needs of a kind: its name, its collection and its pace. A :class:`.kind.Kind` is one; the
+    kind's own default pace is this module's, so this module names no kind."""
+
+    @property
+    def name(self) -> str: ...
+
+    collection: Collection[Obj, Req]
+
+    def pace(self, objects: list[Obj | None]) -> float: ...
 
 
 class _Client:
@@ -89,7 +100,7 @@ def fast_pace(objects: Sequence[ApiObject | None]) -> float:
     return _fast()
 
 
-def watcher(client: TogetherRL, kind: Kind[Obj, Req]) -> Watcher[Obj]:
+def watcher(client: TogetherRL, kind: Watched[Obj, Req]) -> Watcher[Obj]:
     """The process's watcher of a kind for the API and key ``client`` uses (:func:`identity`); it makes its
     requests through ``client`` from now on."""
     key = (*identity(client), kind.name)
@@ -103,7 +114,7 @@ def watcher(client: TogetherRL, kind: Kind[Obj, Req]) -> Watcher[Obj]:
         return cast("Watcher[Obj]", found[0])
 
 
-def _make(holder: _Client, kind: Kind[Obj, Req]) -> Watcher[Obj]:
+def _make(holder: _Client, kind: Watched[Obj, Req]) -> Watcher[Obj]:
     collection = kind.collection
 
     def get(ident: str) -> Obj | None:
