@@ -21,16 +21,6 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "provider" / "pulumi_together_rl"
 
-KNOWN_CIRCLES_BEING_REMOVED: frozenset[frozenset[str]] = frozenset(
-    {
-        # The create journal and its shared store, rewritten apart in ownership/ (the other engineer's rewrite):
-        # delete this entry when that lands. Nothing else may be added here.
-        frozenset({"pulumi_together_rl.ownership.journal", "pulumi_together_rl.ownership.shared"}),
-    }
-)
-"""The one circle allowed, exactly as it is (any module more in it fails too), until its rewrite removes it."""
-
-
 def modules(package_dir: Path) -> dict[str, Path]:
     """``{dotted name: file}`` of every module of the package in ``package_dir``."""
     found = {}
@@ -131,15 +121,10 @@ def _described(circle: frozenset[str], graph: dict[str, dict[str, int]]) -> str:
     )
 
 
-def test_no_module_of_the_package_is_in_an_import_circle_but_the_one_being_removed():
+def test_no_module_of_the_package_is_in_an_import_circle():
     graph = edges(PACKAGE_DIR)
     found = circles(graph)
-    unexpected = [c for c in found if c not in KNOWN_CIRCLES_BEING_REMOVED]
-    assert unexpected == [], "\n".join(_described(c, graph) for c in unexpected)
-    gone = KNOWN_CIRCLES_BEING_REMOVED - set(found)
-    assert not gone, (
-        f"no longer a circle: delete it from KNOWN_CIRCLES_BEING_REMOVED: {sorted(map(sorted, gone))}"
-    )
+    assert found == [], "\n".join(_described(c, graph) for c in found)
 
 
 def test_the_finder_sees_a_circle_through_a_function_or_type_checking_import_and_not_its_own_package(
