@@ -8,8 +8,9 @@
   rename under an exclusive lock, after checking the content is still the version read.
 
 "Supports the header" is not "atomic": some S3-compatible servers accept ``If-None-Match`` and let every writer
-win. :meth:`Store.verify` refuses such a store at its first use (a second create of one key must fail), in one
-sentence naming it. Every version is an opaque string (an ETag, a generation, a digest of a file's bytes); every
+win, and some honour ``If-None-Match`` but ignore ``If-Match``. :meth:`Store.verify` refuses such a store at its
+first use (a second create of one key must fail, a swap on the current version must succeed and one on a stale
+version must fail), in one sentence naming what it let happen. Every version is an opaque string (an ETag, a generation, a digest of a file's bytes); every
 ``modified`` is the store's own clock (the server's ``Last-Modified``, the folder's ``mtime``), which is what
 leases are judged by: no machine's clock is compared with another's.
 
@@ -83,8 +84,13 @@ class Store(ABC):
         """Every object whose key starts with ``prefix``."""
 
     def verify(self) -> datetime:
-        """Refuse a store whose create-if-absent lets a second writer of one key win (:class:`StoreError`);
-        returns the store's clock of now (when it wrote the probe)."""
+        """Refuse a store whose conditional writes are not conditional (:class:`StoreError`, its cause naming what
+        the store let happen); returns the store's clock of now (when it last wrote the probe).
+
+        One probe key, four writes: a create-if-absent (must win), a second one (must lose), a swap on the version
+        the first returned (must win: the object is still at it), and a swap on that same, now stale, version
+        (must lose). The last is what a lease rests on: a run that lost its lease holds a stale version, and its
+        swap must not land."""
         key = f"probes/{uuid.uuid4().hex}"
         first = self.create(key, b"first")
         if first is None:
@@ -94,6 +100,17 @@ class Store(ABC):
                 raise StoreError(
                     self.location,
                     "it let a second create-if-absent of one key succeed, so two runs could both take one object",
+                )
+            if self.swap(key, b"swapped", first) is None:
+                raise StoreError(
+                    self.location,
+                    "it refused a compare-and-swap on an object's current version, so no run could renew its lease",
+                )
+            if self.swap(key, b"stale", first) is not None:
+                raise StoreError(
+                    self.location,
+                    "it let a compare-and-swap on a stale version succeed, so a run that lost its lease could still "
+                    "write",
                 )
             seen = self.read(key)
             return seen.modified if seen is not None else datetime.now(timezone.utc)
