@@ -113,12 +113,16 @@ def _server(kind):
     reason (never a skip: the store tests hold each store to a real server)."""
     from harness.loopback_server import ServerUnavailable
 
+    server = None
     try:
         server = kind()
         server.start()
+        return server
     except ServerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    return server
+        why = str(exc)
+        if server is not None:
+            server.close()
+    pytest.fail(why, pytrace=False)  # outside the except: the reason alone, not the exception it replaces
 
 
 @pytest.fixture(scope="session")

@@ -459,3 +459,21 @@ def test_the_s3_server_that_cannot_start_fails_with_motos_own_output(monkeypatch
         with pytest.raises(RuntimeError) as failed:
             S3Server().start(attempts=1)
     assert "did not start" in str(failed.value) and "Address already in use" in str(failed.value)
+
+
+@pytest.mark.release
+@pytest.mark.timeout(1800)
+def test_the_azure_server_that_cannot_start_fails_with_azurites_own_output(monkeypatch):
+    from harness import loopback_server
+    from harness.azurite import AzuriteServer
+    from harness.loopback_server import ServerUnavailable
+
+    server = AzuriteServer()
+    with harness_bucket.socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setattr(loopback_server, "free_port", lambda: taken.getsockname()[1])
+        with pytest.raises(ServerUnavailable) as failed:
+            server.start(attempts=1)
+    server.close()
+    assert "did not start" in str(failed.value) and "EADDRINUSE" in str(failed.value)
