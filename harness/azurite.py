@@ -110,8 +110,6 @@ class AzuriteServer(LoopbackServer):
             "--inMemoryPersistence",
             "--disableTelemetry",
             "--silent",
-            # obstore names a newer service version than this Azurite knows of; the calls it makes are old ones.
-            "--skipApiVersionCheck",
         ]
 
     def answers(self) -> bool:
