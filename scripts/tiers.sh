@@ -4,7 +4,8 @@
 #            neither the Pulumi CLI nor a release build: the inner loop;
 #   cli      the real-CLI scenarios (the CLI from scripts/pulumi-cli.sh);
 #   release  upgrades from past releases, generated SDKs, built artifacts, the fault campaign;
-#   all      the three in turn, each tier's time printed at the end; fails if any tier failed (each still runs).
+#   all      the three in turn, each tier's time printed at the end; fails if any tier failed (each still runs);
+#            meanwhile the release tier's store servers are built or installed in the background (see below).
 # PYTEST_ARGS is passed to every pytest run; CHECK_WORKERS, CLI_WORKERS and RELEASE_WORKERS set the workers.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +57,20 @@ if [ "${1:-all}" != all ]; then
     exit $?
 fi
 
+# The release tier's store tests run fake-gcs-server (a Go build, about 2 minutes on a fresh machine) and Azurite
+# (an npm install, about half a minute). Their scripts are started here, in the background at the lowest CPU
+# priority, so that the build fills the time the check and cli tiers leave idle instead of adding to the run; a test
+# that needs a server still runs its script, which waits for this one (a lock) or finds it cached. A failure here
+# is the tests' to report: the same script then says why.
+ahead_log="$(mktemp)"
+(
+    nice -n 19 bash scripts/fake-gcs-server.sh >/dev/null
+    gcs=$?
+    nice -n 19 bash scripts/azurite.sh >/dev/null || exit
+    exit "$gcs"
+) 2>"$ahead_log" &
+ahead=$!
+
 summary=()
 status=0
 started=$SECONDS
@@ -67,6 +82,8 @@ for name in check cli release; do
     [ "$code" -eq 0 ] || status=1
     summary+=("$(printf '%-8s %4d s  %s' "$name" $((SECONDS - begin)) "$([ "$code" -eq 0 ] && echo passed || echo "FAILED ($code)")")")
 done
+wait "$ahead" || { echo "tiers: providing the store tests' servers ahead failed:" >&2; cat "$ahead_log" >&2; }
+rm -f "$ahead_log"
 echo
 echo "tiers:"
 printf '  %s\n' "${summary[@]}"

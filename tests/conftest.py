@@ -4,7 +4,9 @@
 TOGETHER_API_KEY pointing at it, so the client, the provider and the official SDK all talk to the same place.
 `pulumi_bin` is the folder of the real Pulumi CLI (`harness.cli.provide`): without one a test that needs it is
 skipped with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI). `bucket` is a fresh bucket of an
-S3-compatible server on loopback (`s3_server`, one per worker: `harness.bucket`).
+S3-compatible server on loopback (`s3_server`, one per worker: `harness.bucket`); `gcs_bucket` one of a Google Cloud
+Storage server (`gcs_server`: fake-gcs-server, `harness.gcs`) and `azure_container` a container of an Azure Blob
+server (`azurite_server`: Azurite, `harness.azurite`), each failing, never skipping, where its server cannot be had.
 """
 
 from __future__ import annotations
@@ -101,6 +103,65 @@ def bucket(s3_server, monkeypatch):
     """A fresh, empty bucket of :func:`s3_server` for this test (:class:`harness.bucket.Bucket`), with the
     credentials and region it takes in this process's environment (for in-process stores)."""
     made = s3_server.bucket()
+    for key, value in made.env.items():
+        monkeypatch.setenv(key, value)
+    return made
+
+
+def _server(kind):
+    """A server of :mod:`harness.loopback_server`, started; one it cannot provide or start fails the test with the
+    reason (never a skip: the store tests hold each store to a real server)."""
+    from harness.loopback_server import ServerUnavailable
+
+    server = None
+    try:
+        server = kind()
+        server.start()
+        return server
+    except ServerUnavailable as exc:
+        why = str(exc)
+        if server is not None:
+            server.close()
+    pytest.fail(why, pytrace=False)  # outside the except: the reason alone, not the exception it replaces
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    """A Google Cloud Storage server (fake-gcs-server, built by scripts/fake-gcs-server.sh) on a loopback port, one
+    per pytest-xdist worker (:mod:`harness.gcs`)."""
+    from harness.gcs import GCSServer
+
+    server = _server(GCSServer)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def gcs_bucket(gcs_server, monkeypatch):
+    """A fresh, empty bucket of :func:`gcs_server` for this test (:class:`harness.gcs.GCSBucket`), with
+    ``STORAGE_EMULATOR_HOST`` in this process's environment (for in-process stores)."""
+    made = gcs_server.bucket()
+    for key, value in made.env.items():
+        monkeypatch.setenv(key, value)
+    return made
+
+
+@pytest.fixture(scope="session")
+def azurite_server():
+    """An Azure Blob server (Azurite, installed by scripts/azurite.sh) on a loopback port, one per pytest-xdist
+    worker (:mod:`harness.azurite`)."""
+    from harness.azurite import AzuriteServer
+
+    server = _server(AzuriteServer)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def azure_container(azurite_server, monkeypatch):
+    """A fresh, empty container of :func:`azurite_server` for this test (:class:`harness.azurite.AzureContainer`),
+    with the account, key and service URL gocloud.dev reads in this process's environment (for in-process stores)."""
+    made = azurite_server.container()
     for key, value in made.env.items():
         monkeypatch.setenv(key, value)
     return made

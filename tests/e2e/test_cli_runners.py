@@ -41,9 +41,9 @@ CREATE_REQUESTS = 11
 see the test that counts them): five writes of its entry (intent, POST, sent, answered with the id, done), the
 id's claim, three or four listings of its request's entries (prune, live leases, interrupted, rivals) and a read
 of what changed since."""
-PROBE_REQUESTS = 4
-"""Once per process, before its first create: the store's check and clock (two creates of one key, a read, a
-removal)."""
+PROBE_REQUESTS = 6
+"""Once per process, before its first create: the store's check and clock (two creates of one key, a swap on its
+current version and one on its stale version, a read, a removal)."""
 JOURNAL = ".together-rl/journal"
 """Where the journal is in a bucket backend: beside the CLI's ``.pulumi/``."""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "provider" / "pulumi_together_rl"
 
+
 def modules(package_dir: Path) -> dict[str, Path]:
     """``{dotted name: file}`` of every module of the package in ``package_dir``."""
     found = {}

@@ -135,12 +135,13 @@ class Store(ABC):
         return None
 
     def verify(self) -> datetime:
-        """The first-use check, and the store's clock of now (when it last wrote the probe).
+        """Refuse a store whose conditional writes are not conditional (:class:`StoreError`, its cause naming what
+        the store let happen); returns the store's clock of now (when it last wrote the probe).
 
-        Refuses (:class:`StoreError`, its cause one sentence) a store whose create-if-absent lets a second writer
-        of one key win, or whose compare-and-swap does not hold: a swap on the current version must succeed and
-        one on a stale version must fail (a store, or a proxy in front of one, that drops ``If-Match`` would let
-        a run that lost its lease go on writing). Four writes, under ``probes/``, removed after."""
+        One probe key, four writes: a create-if-absent (must win), a second one (must lose), a swap on the version
+        the first returned (must win: the object is still at it), and a swap on that same, now stale, version
+        (must lose). The last is what a lease rests on: a run that lost its lease holds a stale version, and its
+        swap must not land."""
         key = f"probes/{uuid.uuid4().hex}"
         first = self.create(key, b"first")
         if first is None:
@@ -151,17 +152,16 @@ class Store(ABC):
                     self.location,
                     "it let a second create-if-absent of one key succeed, so two runs could both take one object",
                 )
-            current = self.swap(key, b"swapped", first)
-            if current is None:
+            if self.swap(key, b"swapped", first) is None:
                 raise StoreError(
                     self.location,
-                    "it refused a compare-and-swap on an object's current version, so no lease could be kept",
+                    "it refused a compare-and-swap on an object's current version, so no run could renew its lease",
                 )
             if self.swap(key, b"stale", first) is not None:
                 raise StoreError(
                     self.location,
-                    "it let a compare-and-swap on a stale version succeed, so a run that lost its lease could "
-                    "still write",
+                    "it let a compare-and-swap on a stale version succeed, so a run that lost its lease could still "
+                    "write",
                 )
             seen = self.read(key)
             if seen is None or seen.data != b"swapped":

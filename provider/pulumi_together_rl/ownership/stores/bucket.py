@@ -13,7 +13,7 @@ from . import MAX_READ, Listed, Store, Stored, StoreError, Unreadable
 
 if TYPE_CHECKING:
     from obstore import UpdateVersion
-    from obstore.store import ClientConfig, RetryConfig
+    from obstore.store import AzureConfig, ClientConfig, GCSConfig, RetryConfig
 
 
 REQUEST_TIMEOUT = timedelta(seconds=20)
@@ -25,9 +25,20 @@ class BucketStore(Store):
 
     def __init__(self, url: str) -> None:
         import obstore  # only a bucket journal pays for it
-        from obstore.store import AzureStore, GCSStore, S3Store
 
         self._obstore = obstore
+        try:
+            self._open(url)
+        except StoreError:
+            raise
+        except Exception as exc:  # obstore refuses a configuration it cannot use (no account, a bad option)
+            raise StoreError(
+                url.split("?", 1)[0], f"it cannot be opened ({str(exc).splitlines()[0][:200]})"
+            ) from exc
+
+    def _open(self, url: str) -> None:
+        from obstore.store import AzureStore, GCSStore, S3Store
+
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -56,10 +67,20 @@ class BucketStore(Store):
                 bucket, prefix=prefix or None, client_options=options, retry_config=retry, **config
             )
         elif scheme == "gs":
-            self._store = GCSStore(bucket, prefix=prefix or None, client_options=options, retry_config=retry)
+            gcs, where = _gcs_config(query)
+            if where:
+                options["allow_http"] = where.startswith("http://")
+                self.location += f"?STORAGE_EMULATOR_HOST={where}"
+            self._store = GCSStore(
+                bucket, prefix=prefix or None, config=gcs, client_options=options, retry_config=retry
+            )
         elif scheme == "azblob":
+            azure, shown = _azure_config(query)
+            if azure.get("endpoint", "").startswith("http://"):
+                options["allow_http"] = True
+            self.location += shown
             self._store = AzureStore(
-                bucket, prefix=prefix or None, client_options=options, retry_config=retry
+                bucket, prefix=prefix or None, config=azure, client_options=options, retry_config=retry
             )
         else:
             raise StoreError(url, "it is not an s3://, gs:// or azblob:// URL")
@@ -72,12 +93,17 @@ class BucketStore(Store):
         # obstore's messages run to several lines of request detail: the status and the store's error code are
         # what a person acts on.
         status = re.search(r"status code: (\d{3}[A-Za-z ]*)", text)
-        code = re.search(r"<Code>([^<]{1,64})</Code>", text)
+        # An S3 or Azure error names its code in XML, a GCS JSON API error (an emulator's) its message in JSON.
+        code = re.search(r"<Code>([^<]{1,64})</Code>", text) or re.search(
+            r'"message":\s*"([^"]{1,100})"', text
+        )
         said = "; ".join(m.group(1).strip() for m in (status, code) if m) or text.split("\n", 1)[0][-200:]
         if "Unauthenticated" in name or "PermissionDenied" in name or re.search(r"\b40[13]\b", said):
             cause = f"it refused this machine's credentials ({said})"
         elif isinstance(exc, FileNotFoundError) or "NotFound" in name:
             cause = f"it does not exist ({said})"
+        elif status and status.group(1).startswith("4"):
+            cause = f"it refused the request ({said})"
         else:
             cause = f"it could not be reached ({said})"
         return StoreError(self.location, cause)
@@ -182,14 +208,79 @@ def _aws_profile(named: str | None) -> dict[str, str]:
     return found
 
 
+def _gcs_config(query: dict[str, str]) -> tuple[GCSConfig, str]:
+    """obstore's settings for a ``gs://`` URL as gocloud.dev (the CLI) reads it, and the emulator's URL ("": none).
+
+    ``STORAGE_EMULATOR_HOST`` (``host:port``, or a URL) sends every request there without authentication, as
+    gocloud.dev and Google's SDKs do. obstore's ``skip_signature`` leaves the credential off reads but not off writes
+    (object_store 0.14 asks its credential chain before every PUT, the metadata server included), so the emulator is
+    given a static bearer token instead: a placeholder no server checks, never a credential. The URL's
+    ``anonymous=true`` skips the credential where obstore can."""
+    config: GCSConfig = {}
+    host = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
+    if host:
+        base = (host if "://" in host else f"http://{host}").rstrip("/")
+        config["base_url"] = base
+        config["bearer_token"] = "storage-emulator-needs-no-credential"
+        return config, base
+    if query.get("anonymous", "").lower() in ("true", "1"):
+        config["skip_signature"] = True
+    return config, ""
+
+
+def _azure_config(query: dict[str, str]) -> tuple[AzureConfig, str]:
+    """obstore's settings for an ``azblob://`` URL as gocloud.dev (the CLI) reads it, and what the printable location
+    adds to the URL ("" for Azure's own endpoint).
+
+    gocloud.dev takes the account from ``AZURE_STORAGE_ACCOUNT`` (or the URL's ``storage_account``), a shared key
+    from ``AZURE_STORAGE_KEY``, and builds the service URL from ``AZURE_STORAGE_DOMAIN``, ``AZURE_STORAGE_PROTOCOL``,
+    ``AZURE_STORAGE_IS_CDN`` and ``AZURE_STORAGE_IS_LOCAL_EMULATOR``, each overridden by the URL's ``domain``,
+    ``protocol``, ``cdn`` and ``localemu``: ``<protocol>://<account>.<domain>``, or ``<protocol>://<domain>/<account>``
+    for the local emulator (Azurite) and any domain on ``localhost`` or ``127.0.0.1``. obstore reads other names for
+    the account and key (``AZURE_STORAGE_ACCOUNT_NAME``, ``AZURE_STORAGE_ACCOUNT_KEY``), so they are passed to it;
+    a SAS token (``AZURE_STORAGE_SAS_TOKEN``) and Azure's other credentials obstore reads itself."""
+    env = os.environ
+
+    def flag(value: str) -> bool:
+        return value.strip().lower() in ("1", "t", "true")
+
+    account = query.get("storage_account") or env.get("AZURE_STORAGE_ACCOUNT", "")
+    domain = query.get("domain") or env.get("AZURE_STORAGE_DOMAIN") or "blob.core.windows.net"
+    protocol = (query.get("protocol") or env.get("AZURE_STORAGE_PROTOCOL") or "https").lower()
+    emulator = flag(query.get("localemu") or env.get("AZURE_STORAGE_IS_LOCAL_EMULATOR", ""))
+    cdn = flag(query.get("cdn") or env.get("AZURE_STORAGE_IS_CDN", ""))
+    config: AzureConfig = {}
+    if account:
+        config["account_name"] = account
+        if env.get("AZURE_STORAGE_KEY"):
+            config["account_key"] = env["AZURE_STORAGE_KEY"]
+    if emulator or domain.startswith(("127.0.0.1", "localhost")):
+        config["endpoint"] = f"{protocol}://{domain}/{account}"
+    elif cdn:
+        config["endpoint"] = f"{protocol}://{domain}"
+    elif account:
+        config["endpoint"] = f"{protocol}://{account}.{domain}"
+    shown = [f"{name}={value}" for name, value in (("domain", domain), ("protocol", protocol))]
+    custom = domain != "blob.core.windows.net" or protocol != "https"
+    return config, ("?" + "&".join(shown) if custom else "")
+
+
 def _version(meta: Any) -> str:
-    """An object's version as one string: its ETag (S3, Azure) or its generation (GCS) with it."""
+    """An object's version as one string: its ETag (S3, Azure) or its generation (GCS) with it. An ETag is kept in
+    its quoted HTTP form whichever way the store gave it (Azure's listing gives it bare, its reads and writes
+    quoted), so on S3 and Azure a version listed equals the version read of one object, and a swap sends it as
+    ``If-Match`` takes it. A GCS listing (obstore lists with the XML API) carries no generation: a version listed
+    there never equals one read, and is no version to swap on."""
     etag = meta.get("e_tag") or ""
+    if etag and not etag.startswith(('"', "W/")):
+        etag = f'"{etag}"'
     generation = meta.get("version") or ""
     return f"{etag}#{generation}" if generation else etag
 
 
 def _update_mode(version: str) -> UpdateVersion:
+    """The conditional put of a swap: ``If-Match: <etag>`` (S3, Azure), ``x-goog-if-generation-match:
+    <generation>`` (GCS, which obstore sends only when the generation is given)."""
     etag, _, generation = version.partition("#")
     mode: UpdateVersion = {"e_tag": etag}
     if generation:
