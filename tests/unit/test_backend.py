@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from harness import journals
 
 from pulumi_together_rl import backend
 from pulumi_together_rl.ownership import journal
@@ -155,15 +156,15 @@ def test_an_entry_written_under_one_spelling_of_a_bucket_backend_is_found_under_
     written = f"s3://{bucket.name}/team/?endpoint={bucket.endpoint}&disableSSL=true&s3ForcePathStyle=true"
     read = f"s3://{bucket.name}//team?s3ForcePathStyle=true&disable_https=1&endpoint=http://{bucket.endpoint}"
     monkeypatch.setenv("PULUMI_BACKEND_URL", written)
-    entry = journal.begin("model resource", "https://api.test", body, owner)
-    entry.posting([])
-    entry.sending()
-    entry.record("mr-1")
-    entry.leave()
+    entry = journals.begun("model resource", "https://api.test", body, owner, ident="mr-1")
+    entry.release()  # the run is gone; its entry keeps the id
     assert any(key.startswith("team/.together-rl/journal/") for key in bucket.keys())  # beside the state
 
     monkeypatch.setenv("PULUMI_BACKEND_URL", read)
-    found = journal.interrupted("model resource", "https://api.test", body, owner)
+    here = backend.locate()
+    found = journal.interrupted(
+        journal.for_stack(here), "model resource", "https://api.test", body, owner, here.identity
+    )
 
-    assert [e.id for e in found] == ["mr-1"]
-    assert backend.locate().identity == entry.backend
+    assert [e.entry.id for e in found] == ["mr-1"]
+    assert here.identity == entry.entry.backend

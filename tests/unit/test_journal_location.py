@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pulumi_together_rl import backend, config
-from pulumi_together_rl.ownership import location, shared
+from pulumi_together_rl.ownership import journal, location
 from pulumi_together_rl.ownership.stores.bucket import BucketStore
 
 BUCKET = "s3://team-state/training?endpoint=127.0.0.1:9000&disableSSL=true&region=eu-west-1"
@@ -109,7 +109,7 @@ def test_the_journal_beside_any_bucket_backends_state_is_that_buckets_store(tmp_
     _backend_from("PULUMI_BACKEND_URL", url, tmp_path, monkeypatch)
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "teamacct")  # obstore builds no Azure client without one
 
-    store = shared.SharedJournal(location.locate().url).store
+    store = journal.at(location.locate().url).store
 
     assert isinstance(store, BucketStore)
     assert store.location == f"{scheme}://team-state/training/.together-rl/journal"
