@@ -57,10 +57,11 @@ def left(
     stack_backend: str | None = "this",
     process: Process | None = None,
     url: str | None = None,
+    claimed: bool = True,
 ) -> Seen:
     """The entry a create that is gone left: its snapshot and one send (``sent``), its id if its POST answered,
-    its lease released (``process``: the process that wrote it last; by default this one's parent's pid shape,
-    never a live holder)."""
+    its lease released (``process``: the process that wrote it last; None by default, never a live holder), and
+    the id's claim (``claimed`` false: killed between the id's write and the claim's)."""
     where = opened(url)
     here = backend.locate()
     started = started_at or datetime.now(timezone.utc)
@@ -87,7 +88,7 @@ def left(
     )
     key = where.entry_key(entry.request_key, uuid.uuid4().hex)
     assert where.store.create(key, dump(entry)) is not None
-    if ident:
+    if ident and claimed:
         claim = Claim(entry=key, owner=owner, kind=kind)
         where.store.create(where.claim_key(entry.base_url, ident), dump(claim))
     seen = where.read(key, warn=None)

@@ -150,8 +150,15 @@ def test_a_runner_thrown_away_mid_create_then_the_next_runner_recovers_and_its_u
     if how == "sigkill":
         assert locks(second)  # a SIGTERMed engine unlocks its stack on its way out; a killed one cannot
 
+    if how == "sigkill":
+        # The killed engine's lock is seconds old: its run might be at work (no journal shows a run that is not
+        # creating a Together object), so recover refuses it until told the run is gone.
+        refused = second.module("recover", "--stack", second.name)
+        assert refused.returncode == 4, refused
+        assert "its lock was taken" in refused.stderr and "again with --force" in refused.stderr
+        assert locks(second) and pending(second)  # nothing was changed
     started = time.monotonic()
-    recovered = second.module("recover", "--stack", second.name)
+    recovered = second.module("recover", "--stack", second.name, *(["--force"] if how == "sigkill" else []))
     print(f"recover took {time.monotonic() - started:.1f} s")
 
     assert recovered.returncode == 0, recovered
@@ -249,8 +256,8 @@ def test_two_stacks_in_one_bucket_creating_at_once_each_get_their_own_object(run
 
 def test_a_colleagues_look_alike_is_never_taken_by_the_next_runner(runners, emulator):
     """A colleague makes the identical resource by hand while runner A's POST is in flight, and A is thrown away
-    before the answer (no id recorded; its delayed POST still makes an object). Runner B's `recover` leaves the
-    pending create (a POST sent, no answer: ambiguous); B's `up` cannot tell which object is the stack's, so it
+    before the answer (no id recorded; its delayed POST still makes an object). Runner B's `recover` clears the
+    pending create (the journal keeps the POST's window); B's `up` cannot tell which object is the stack's, so it
     takes neither, makes nothing, stops nothing, and names them. The colleague's object is active and untouched
     at the end. (The plugin face: the names the error gives are the schema's.)"""
     face = PLUGIN
@@ -272,9 +279,9 @@ def test_a_colleagues_look_alike_is_never_taken_by_the_next_runner(runners, emul
     before = {r["id"] for r in model_resources(emulator)}
     emulator.control.clear_requests()
 
-    recovered = b.module("recover", "--stack", b.name)
+    recovered = b.module("recover", "--stack", b.name, "--force")  # runner A is gone: its lock is seconds old
     assert recovered.returncode == 0, recovered
-    assert "-> leave it: its POST was sent and no answer was recorded" in recovered.stdout
+    assert "-> clear it: its POST got no answer and the create journal keeps its window" in recovered.stdout
     rerun = b.up(check=False)
 
     assert rerun.returncode != 0

@@ -584,3 +584,53 @@ def test_the_journal_command_lists_unfinished_entries_and_refuses_to_dismiss_one
         holder.wait()
     assert refused.returncode == 1 and "a running `pulumi up` holds it" in refused.stderr
     assert [e.entry.state for e in unfinished()] == [State.CREATED]
+
+
+# ----------------------------------------------------------------------------------------------- claims
+
+
+def test_an_id_whose_claim_was_never_written_is_taken_over_and_claimed(rig):
+    """Killed between the id's write and its claim's: the next run takes the object over by id and writes the
+    claim, naming the entry it took over (another declaration's match can never take it after that)."""
+    made = made_elsewhere(rig)
+    entry = left_entry(rig, REQUEST, ident=made.id, claimed=False)
+    assert journal.current().claim(rig.emulator.base_url, made.id) is None
+
+    assert rig.create_resource().id == made.id
+
+    found = journal.current().claim(rig.emulator.base_url, made.id)
+    assert found is not None and found[0] is not None and found[0].entry == entry.key
+
+
+def test_a_claim_naming_an_entry_that_is_gone_makes_its_object_ambiguous_never_excluded(rig):
+    """The one look-alike inside an interrupted POST's window is claimed by an entry that does not exist (a planted
+    claim, or the wreck of an older release): the claim proves nothing, neither that the object is another's (a
+    new POST would then bill a second GPU) nor that it is this create's. Nothing is taken, nothing is POSTed."""
+    entry = left_entry(rig, REQUEST)
+    made = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+    store = journal.current().store
+    store.create(
+        journal.Journal.claim_key(rig.emulator.base_url, made["id"]), b'{"entry": "entries/none/gone.json"}'
+    )
+    rig.control.clear_requests()
+
+    with pytest.raises(UserError, match="none can be proven") as caught:
+        rig.create_resource()
+
+    assert made["id"] in str(caught.value) and f"journal dismiss {entry.name}" in str(caught.value)
+    assert rig.posts(RESOURCES) == [] and active(rig, "model_resources") == [made["id"]]
+
+
+def test_a_claim_naming_the_interrupted_entry_itself_is_its_proof(rig):
+    """An entry of the old order (its claim written, then killed before its id was): the claim names that entry,
+    so the object is its own, taken over whatever else looks alike, and no second one is made."""
+    entry = left_entry(rig, REQUEST)
+    made = post_by_hand(rig, RESOURCES, REQUEST.to_wire())
+    post_by_hand(rig, RESOURCES, REQUEST.to_wire())  # a colleague's look-alike inside the same window
+    store = journal.current().store
+    claim = json.dumps({"entry": entry.key, "owner": GPU, "kind": "model resource"}).encode()
+    store.create(journal.Journal.claim_key(rig.emulator.base_url, made["id"]), claim)
+    rig.control.clear_requests()
+
+    assert rig.create_resource().id == made["id"]
+    assert rig.posts(RESOURCES) == []

@@ -171,6 +171,32 @@ def test_a_live_lease_is_never_taken_over_and_a_killed_holders_lease_runs_out(sl
         other.kill()
 
 
+def test_a_straggler_that_lost_its_lease_and_then_fails_stops_nothing(slow_ready, journal_in_bucket):
+    """A create paused past its lease, taken over by another run, wakes to a failure of its own (its wait reads an
+    error): a create that fails stops what it made, but this one is the other run's now. It says it lost the
+    lease and stops nothing; the object the winning run holds stays active."""
+    rig = slow_ready
+    straggler = Creator(rig)
+    try:
+        made = wait_until(recorded_ids, 30, "the straggler's id")[0]
+        straggler.signal(signal.SIGSTOP)
+        time.sleep(journal.lease_seconds() + 3)
+        rig.control.advance(3600)
+        taken = rig.create_resource()
+        assert taken.id == made
+        rig.control.add_fault(method="GET", path=f"{RESOURCES}/{made}", status=400, times=None)
+        rig.control.add_fault(method="GET", path=f"^{RESOURCES}$", status=400, times=None)
+        rig.control.clear_requests()
+        straggler.signal(signal.SIGCONT)
+        out, err = straggler.result()
+    finally:
+        straggler.kill()
+    rig.control.clear_faults()
+    assert out.startswith("FAILED") and "lost its create journal lease" in out, out
+    assert not [r for r in rig.control.requests() if r["path"].endswith("/stop")], err
+    assert [o["id"] for o in active(rig)] == [made]
+
+
 def test_a_straggler_that_lost_its_lease_never_marks_done_or_stops(slow_ready, journal_in_bucket):
     """A create paused (SIGSTOP) past its lease: another run takes its object over. When it wakes up, every write
     it tries fails: it says so, stops nothing, and leaves the journal as the taker left it."""
@@ -244,6 +270,27 @@ def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_
     assert kept[gone] in message and kept[next(k for k in kept if k != gone)] not in message
     assert f"POST {RESOURCES}/{made}/stop" in message
     assert not any(r["path"].endswith("/stop") for r in rig.control.requests())
+
+
+def test_journal_prune_never_drops_an_entry_a_run_on_another_machine_holds(rig, journal_in_bucket, capsys):
+    """A create at work elsewhere (its lease renewed in the bucket): `journal prune` refuses it, naming why, and it
+    stays; once its holder is gone, the same command drops it."""
+    from harness.journals import hold, left
+
+    from pulumi_together_rl.__main__ import main
+
+    held = left("model resource", rig.emulator.base_url, {"base_model": MODEL}, GPU, ident="mr-elsewhere")
+    holder = hold(held, journal_in_bucket)
+    try:
+        assert main(["journal", "prune", held.name]) == 1
+        assert "a running `pulumi up` holds it" in capsys.readouterr().err
+        assert held.key in {s.key for s in entries()}
+    finally:
+        holder.kill()
+        holder.wait()
+    # Its process is gone: this machine can tell (the same kernel), so its lease counts for nothing now.
+    assert main(["journal", "prune", held.name]) == 0
+    assert held.key not in {s.key for s in entries()}
 
 
 # ---------------------------------------------------------------------------------------- claims
