@@ -5,7 +5,8 @@
   (amd64, arm64) and windows (amd64): what ``pulumi plugin install resource together-rl <V>`` unpacks, and what
   the engine downloads from the GitHub release that the schema's ``pluginDownloadURL`` names. Each is the same
   pure-Python folder: ``PulumiPlugin.yaml`` (``runtime: python``), ``requirements.txt`` (this exact version of
-  the package) and the launcher ``__main__.py``. Nothing is bundled: the engine has the Python language host
+  the package, with its ``bucket`` extra: a stack whose state is in a bucket keeps its journal there) and the
+  launcher ``__main__.py``. Nothing is bundled: the engine has the Python language host
   make the plugin's venv and install its requirements at install time, with the user's own Python, so no wheel
   built for another Python lands there and no pip runs during a preview;
 * the generated SDKs: the Python SDK's wheel (``pulumi_together_rl_sdk-<V>-py3-none-any.whl``) and the
@@ -70,7 +71,7 @@ def plugin_files(ver: str) -> dict[str, bytes]:
     return {
         "PulumiPlugin.yaml": (PLUGIN_DIR / "PulumiPlugin.yaml").read_bytes(),
         # One line: the engine's language host installs it into the plugin's own venv (`venv` in its folder).
-        "requirements.txt": f"pulumi-together-rl=={ver}\n".encode(),
+        "requirements.txt": f"pulumi-together-rl[bucket]=={ver}\n".encode(),
         # The launcher: the language host runs `<venv>/bin/python <folder>`, which runs this.
         "__main__.py": (PLUGIN_DIR / "__main__.py").read_bytes(),
     }

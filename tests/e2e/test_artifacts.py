@@ -170,7 +170,7 @@ def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist):
         assert sorted(members) == ["PulumiPlugin.yaml", "__main__.py", "requirements.txt"]
         assert all(m.isfile() and m.mode == 0o644 for m in members.values())
         read = {name: tar.extractfile(member).read().decode() for name, member in members.items()}
-    assert read["requirements.txt"] == f"pulumi-together-rl=={version}\n"
+    assert read["requirements.txt"] == f"pulumi-together-rl[bucket]=={version}\n"  # a bucket journal too
     assert yaml.safe_load(read["PulumiPlugin.yaml"]) == {"runtime": "python"}
     assert "from pulumi_together_rl.plugin.server import main" in read["__main__.py"]
 

@@ -410,3 +410,22 @@ def test_a_laptops_aws_profile_reaches_the_bucket_as_the_cli_does(
     created = rig.create_resource()
     stores_seen.update(k for k in bucket_keys(journal_in_bucket) if k.startswith("claims/"))
     assert any(k.endswith("/" + created.id) for k in stores_seen)
+
+
+def test_a_bucket_journal_without_the_bucket_extra_is_one_sentence_before_the_post(rig, monkeypatch):
+    """The provider installed without its ``bucket`` extra (no obstore) and a stack whose journal is a bucket:
+    every create says so in one sentence, naming the extra, before anything is sent."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "obstore", None)  # what `import obstore` meets where it is not installed
+    monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", "s3://team-journal/dev?region=us-east-1")
+    rig.control.clear_requests()
+    with pytest.raises(UserError) as failed:
+        rig.create_resource()
+    text = str(failed.value)
+    assert text.startswith(
+        "creating model resource (Qwen/Qwen3.5-4B): the create journal at s3://team-journal/dev"
+    )
+    assert "pulumi-together-rl[bucket]" in text and "nothing was created" in text
+    assert json.dumps(text).count("\\n") == 0 and "Traceback" not in text
+    assert rig.posts(RESOURCES) == []
