@@ -10,6 +10,7 @@ from harness import journals
 
 from pulumi_together_rl import backend
 from pulumi_together_rl.ownership import journal
+from pulumi_together_rl.ownership.records import Declaration
 
 
 def env(tmp_path, **extra: str) -> dict[str, str]:
@@ -163,7 +164,8 @@ def test_an_entry_written_under_one_spelling_of_a_bucket_backend_is_found_under_
     monkeypatch.setenv("PULUMI_BACKEND_URL", read)
     here = backend.locate()
     found = journal.interrupted(
-        journal.for_stack(here), "model resource", "https://api.test", body, owner, here.identity
+        journal.for_stack(here),
+        Declaration.of("model resource", "https://api.test", body, owner, here.identity),
     )
 
     assert [e.entry.id for e in found] == ["mr-1"]

@@ -20,7 +20,7 @@ from harness.journals import entries, hold, left
 from pulumi_together_rl.__main__ import main
 from pulumi_together_rl.ownership import journal, records
 from pulumi_together_rl.ownership.journal import Journal
-from pulumi_together_rl.ownership.records import State
+from pulumi_together_rl.ownership.records import Declaration, State
 
 BASE = "https://api.test"
 BODY = {"base_model": "Qwen/Qwen3.5-4B"}
@@ -227,7 +227,8 @@ def test_a_file_url_journal_never_hands_a_create_a_planted_entrys_object(tmp_pat
     os.chown(shared / planted.key, NOBODY, -1)
     assert (
         journal.interrupted(
-            journal.current(), "model resource", BASE, BODY, "o/p/s/gpu", planted.entry.backend
+            journal.current(),
+            Declaration.of("model resource", BASE, BODY, "o/p/s/gpu", planted.entry.backend),
         )
         == []
     )

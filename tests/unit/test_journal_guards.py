@@ -15,7 +15,7 @@ from harness.journals import begun, left, rewrite
 
 from pulumi_together_rl.ownership import journal, leases
 from pulumi_together_rl.ownership.journal import Journal
-from pulumi_together_rl.ownership.records import Entry, State, request_key
+from pulumi_together_rl.ownership.records import Declaration, Entry, State, request_key
 from pulumi_together_rl.ownership.stores import Listed, Store, Stored, StoreError
 
 BASE = "https://api.test"
@@ -183,7 +183,9 @@ def test_a_planted_or_corrupt_lease_is_skipped_naming_the_entry_and_blocks_nothi
     key = journal.Journal.entry_key(request_key("model resource", BASE, BODY), "planted")
     good.journal.store.create(key, raw.encode())
 
-    found = journal.interrupted(journal.current(), "model resource", BASE, BODY, OWNER, good.entry.backend)
+    found = journal.interrupted(
+        journal.current(), Declaration.of("model resource", BASE, BODY, OWNER, good.entry.backend)
+    )
 
     assert [s.entry.id for s in found] == ["mr-good"]
     err = capsys.readouterr().err

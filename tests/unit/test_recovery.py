@@ -23,7 +23,7 @@ from pulumi_together_rl import backend
 from pulumi_together_rl.orphans import sources, states
 from pulumi_together_rl.orphans.states import parse_state
 from pulumi_together_rl.ownership import journal, leases, recovery
-from pulumi_together_rl.ownership.records import State
+from pulumi_together_rl.ownership.records import Declaration, State
 
 BASE = "https://api.test"
 BODY = {"base_model": "Qwen/Qwen3.5-4B", "lora_enabled": True}
@@ -433,7 +433,7 @@ def test_a_pending_create_the_refresh_dropped_without_recording_it_keeps_its_ent
     [now] = [e for e in entries() if e.key == seen.key]
     assert (now.entry.state, now.entry.id) == (State.CREATED, "mr-1")
     assert journal.interrupted(
-        journal.current(), "model resource", BASE, BODY, seen.entry.owner, BUCKET.identity
+        journal.current(), Declaration.of("model resource", BASE, BODY, seen.entry.owner, BUCKET.identity)
     )
 
 

@@ -41,26 +41,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 from .. import backend
 from ..backend import Backend
 from ..messages import UserError, progress_line
 from . import location
-from .records import (
-    ENDED,
-    Claim,
-    Entry,
-    Malformed,
-    State,
-    declaration_key,
-    parse_claim,
-    parse_entry,
-    request_key,
-    stamp,
-)
+from .records import ENDED, Claim, Declaration, Entry, Malformed, State, parse_claim, parse_entry, stamp
 from .stores import Store, StoreError, Unreadable, open_store
 from .stores.folder import FolderStore
 
@@ -471,90 +460,54 @@ def current() -> Journal:
 # ---------------------------------------------------------------------------------------- what a create reads
 
 
-def interrupted(
-    journal: Journal,
-    kind: str,
-    base_url: str,
-    body: dict[str, Any],
-    owner: str | None,
-    stack_backend: str | None,
-    *,
-    held: set[str] = frozenset(),  # type: ignore[assignment]
-) -> list[Seen]:
-    """Unfinished entries of this declaration (``owner``), kind, API and request that no lease holds (but the
-    ``held`` keys this process holds), younger than :data:`MAX_AGE`, oldest first: what its create may take
-    over. None without a declaration: then nothing proves whose anything is.
+def interrupted(journal: Journal, declared: Declaration, *, held: frozenset[str] = frozenset()) -> list[Seen]:
+    """Unfinished entries of the declaration ``declared`` that no lease holds (but the ``held`` keys this process
+    holds), younger than :data:`MAX_AGE`, oldest first: what its create may take over. None without an owner:
+    then nothing proves whose anything is.
 
     A ``done`` entry is never one: its create reached its engine (the state holds the object, or the user removed
     it from there on purpose). It stays a claim, and the orphan finder's label."""
-    return [
-        s
-        for s in _of_declaration(journal, kind, base_url, body, owner, stack_backend)
-        if s.key not in held and not s.live()
-    ]
+    return [s for s in _of_declaration(journal, declared) if s.key not in held and not s.live()]
 
 
-def live_leases(
-    journal: Journal,
-    kind: str,
-    base_url: str,
-    body: dict[str, Any],
-    owner: str | None,
-    stack_backend: str | None,
-    *,
-    held: set[str] = frozenset(),  # type: ignore[assignment]
-) -> list[Seen]:
-    """Unfinished entries of this declaration whose lease is live and that this process does not hold: a create
-    of it on another machine (or another process), at work or killed a moment ago."""
-    return [
-        s
-        for s in _of_declaration(journal, kind, base_url, body, owner, stack_backend)
-        if s.key not in held and s.live()
-    ]
+def live_leases(journal: Journal, declared: Declaration, *, held: frozenset[str] = frozenset()) -> list[Seen]:
+    """Unfinished entries of the declaration ``declared`` whose lease is live and that this process does not
+    hold: a create of it on another machine (or another process), at work or killed a moment ago."""
+    return [s for s in _of_declaration(journal, declared) if s.key not in held and s.live()]
 
 
-def _of_declaration(
-    journal: Journal,
-    kind: str,
-    base_url: str,
-    body: dict[str, Any],
-    owner: str | None,
-    stack_backend: str | None,
-) -> list[Seen]:
-    if not owner:
+def _of_declaration(journal: Journal, declared: Declaration) -> list[Seen]:
+    if not declared.owner:
         return []
-    key = declaration_key(kind, base_url.rstrip("/"), body, owner, stack_backend)
     return [
         s
-        for s in journal.entries(request=request_key(kind, base_url.rstrip("/"), body))
+        for s in journal.entries(request=declared.request)
         if s.entry.version >= 3  # 2 did not record the stack's backend: :func:`unattributed`
         and s.entry.state not in ENDED
-        and s.entry.key == key
+        and s.entry.key == declared.key
         and s.age() < MAX_AGE
     ]
 
 
-def unattributed(
-    journal: Journal, kind: str, base_url: str, body: dict[str, Any], owner: str | None
-) -> list[Seen]:
-    """Unfinished entries of ``owner``'s kind, API and request written by a release that did not record the
-    stack's backend (version 2), that no lease holds, younger than :data:`MAX_AGE`: they may be this
+def unattributed(journal: Journal, declared: Declaration) -> list[Seen]:
+    """Unfinished entries of the declaration's owner, kind, API and request written by a release that did not
+    record the stack's backend (version 2), that no lease holds, younger than :data:`MAX_AGE`: they may be this
     declaration's or that of a stack of the same names in another backend, so only the user can say."""
-    if not owner:
+    if not declared.owner:
         return []
     return [
         s
-        for s in journal.entries(request=request_key(kind, base_url.rstrip("/"), body))
+        for s in journal.entries(request=declared.request)
         if s.entry.version == 2
         and s.entry.state not in ENDED
-        and s.entry.owner == owner
+        and s.entry.owner == declared.owner
         and s.age() < MAX_AGE
         and not s.live()
     ]
 
 
 def rivals(
-    among: Sequence[Seen], exclude: set[str], post_bound: float | None = None
+    among: Sequence[Seen], exclude: AbstractSet[str], post_bound: float | None = None
 ) -> list[tuple[tuple[datetime, datetime], float | None]]:
     """The windows of the other creates of the same request (any declaration) that have no id, among the entries
     read (``exclude``: keys this process holds: its own creates are told apart by its claims and gate). What they

@@ -299,9 +299,10 @@ def forget(held: Holding) -> None:
     _unregister(held)
 
 
-def held_keys() -> set[str]:
+def held_keys() -> frozenset[str]:
+    """The keys of the entries this process holds."""
     with _held_lock:
-        return set(_held)
+        return frozenset(_held)
 
 
 def _renew_forever() -> None:

@@ -222,6 +222,43 @@ def declaration_key(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class Declaration(_Record):
+    """What a create is of: one declaration's request to one API, in one stack backend. Its ``request`` (any
+    declaration's same create) and ``key`` (this declaration's) are computed once, when it is made."""
+
+    kind: _Text
+    base_url: _Text
+    body: dict[str, Any]
+    owner: _Text | None
+    backend: _Text | None
+    """The stack backend's identity (:attr:`~..backend.Backend.identity`)."""
+    backend_location: _Text | None = None
+    request: str = ""
+    key: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        base_url: str,
+        body: dict[str, Any],
+        owner: str | None,
+        backend: str | None,
+        backend_location: str | None = None,
+    ) -> Declaration:
+        base = base_url.rstrip("/")
+        return cls(
+            kind=kind,
+            base_url=base,
+            body=body,
+            owner=owner,
+            backend=backend,
+            backend_location=backend_location,
+            request=request_key(kind, base, body),
+            key=declaration_key(kind, base, body, owner, backend),
+        )
+
+
 class Entry(_Record):
     """One create: in flight, interrupted, or over (a record that its id is claimed). Immutable: a write is a new
     entry (``entry.model_copy(update=...)``) swapped in for the version its writer read."""

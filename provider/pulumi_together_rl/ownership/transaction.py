@@ -17,8 +17,8 @@ steps:
    that the id is claimed); after a failure the object is stopped and the entry removed; once the engine is
    gone (:mod:`..lifeline`) nothing is stopped or marked done: the entry keeps the id for the next run.
 
-:func:`create` is the one call the lifecycle makes; :func:`settle_adopted` resolves, after an ``adopt_id``, the
-interrupted creates of the declaration that it settles.
+:func:`create` is the one call the lifecycle makes, for a create and for an adopt (``adopt_id``: the object named
+by the user's word, the fourth way to obtain it: :meth:`CreateTransaction.adopt`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ..resources.keys import OWNER_KEY
 from . import journal, recovery
 from .journal import Journal, Seen
 from .leases import Holding, LeaseLost, Taken, held_keys, prune, taken
-from .records import Entry, State, now, request_key, stamp
+from .records import Declaration, Entry, State, now, stamp
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
@@ -60,9 +60,10 @@ def create(
     subject: str | None,
     settle: Callable[[Obj], T],
 ) -> T:
-    """Create what ``inputs`` declare as one transaction (see the module docstring); ``body`` is the request as
-    the journal may hold it (secrets redacted); ``settle(created)`` waits for it (and keeps it) and gives the
-    answer, inside the transaction: its failure stops the object."""
+    """Create what ``inputs`` declare as one transaction (see the module docstring), or adopt the object their
+    ``adopt_id`` names (:meth:`CreateTransaction.adopt`); ``body`` is the request as the journal may hold it
+    (secrets redacted); ``settle(obj)`` waits for it (and keeps it) and gives the answer, inside the
+    transaction: a created object whose settle fails is stopped, an adopted one never."""
     return CreateTransaction(kind, client, inputs, body, subject).run(settle)
 
 
@@ -83,24 +84,23 @@ class CreateTransaction(Generic[Obj, Req]):
         self.inputs = inputs
         self.subject = subject
         self.request = kind.to_request(inputs)
-        self.body = body
-        self.owner: str | None = inputs.get(OWNER_KEY)
         self.stack_backend = backend.locate()
+        self.declared = Declaration.of(
+            kind.name, client.base_url, body, inputs.get(OWNER_KEY), self.stack_backend.identity,
+            self.stack_backend.location,
+        )  # fmt: skip
+        """What this create is of: its request, its owner, its stack backend."""
         self.journal: Journal
         self.held: Holding | None = None
         """The entry this create holds: the one it wrote before its POST, or the one it took over."""
         self._snapshot: list[str] = []
         self._offset: float | None = None
 
-    @property
-    def _base_url(self) -> str:
-        return self.client.base_url.rstrip("/")
-
-    @property
-    def _request_key(self) -> str:
-        return request_key(self.kind.name, self._base_url, self.body)
-
     def run(self, settle: Callable[[Obj], T]) -> T:
+        """The transaction (see the module docstring); an adopt is the user's word for the object
+        (:meth:`adopt`)."""
+        if self.inputs.get("adopt_id"):
+            return self.adopt(settle)
         self._open()
         created: Obj | None = None
         try:
@@ -137,6 +137,58 @@ class CreateTransaction(Generic[Obj, Req]):
         """What a line adds about the wait to come: nothing when it is there already."""
         return "" if found.status == self.kind.target else f"; waiting for {self.kind.target.short}"
 
+    # ------------------------------------------------------------------------------------------ adopt
+
+    def adopt(self, settle: Callable[[Obj], T]) -> T:
+        """Take over the object ``adopt_id`` names, on the user's word: it must be adoptable and match the declared
+        inputs; its in-place inputs are PATCHed to the declared ones; then ``settle``. Never stopped on failure (it
+        existed before this program), and no journal entry: the state records it with the answer. Once it is the
+        declaration's, the interrupted creates of the declaration that got no answer are resolved
+        (:func:`settle_adopted`): their windows must never hand a look-alike to a later create."""
+        ident = str(self.inputs["adopt_id"])
+        kind, name = self.kind, self.kind.name
+        try:
+            live = kind.find(self.client, ident)
+            if live is None:
+                raise UserError("adopting", name, ident, "it does not exist", f"Check adopt_id (GET {kind.path}), or remove it to create a new one")  # fmt: skip
+            if live.status not in kind.adoptable:
+                allowed = " or ".join(sorted(s.short for s in kind.adoptable))
+                raise UserError("adopting", name, ident, f"it is {live.status.short}", f"Only a {name} that is "
+                                f"{allowed} can be adopted: remove adopt_id to create a new one")  # fmt: skip
+            mismatched = kind.differences(self.inputs, live)
+            if mismatched:
+                raise UserError("adopting", name, ident, f"its settings differ from the declared inputs: "
+                                f"{'; '.join(mismatched)}", "Declare the inputs it was created with, or remove "
+                                "adopt_id to create a new one")  # fmt: skip
+            patch = kind.patch(kind.inputs_from_api(live), self.inputs)
+            if patch:
+                live = kind.collection.patch(self.client, ident, patch)
+            made = settle(live)
+        except UserError:
+            raise
+        except Exception as exc:
+            raise UserError("adopting", name, ident, *explain(exc, "adopting")) from exc
+        self._settle_adopted(ident)
+        return made
+
+    def _settle_adopted(self, ident: str) -> None:
+        """``adopt_id`` named this declaration's object: the user's choice resolves the interrupted creates of the
+        declaration that got no answer (an ambiguity it was told to settle this way). Their windows must never hand
+        a look-alike to a later create of the declaration once the adopted object is gone. Entries with an id
+        stay: that id is proven this declaration's, and a later create takes it over if it is still there."""
+        found = journal.for_stack(self.stack_backend)
+        for seen in journal.interrupted(found, self.declared, held=held_keys()):
+            if seen.entry.id:
+                continue
+            with taken(seen) as held:
+                if held is None:
+                    continue
+                held.remove()
+                log(
+                    f"{self.kind.name} {ident}: adopted; dropped the journal entry of the interrupted create of this "
+                    f"declaration at {stamp(seen.entry.started_at)} (it got no answer)"
+                )
+
     # ------------------------------------------------------------------------------------------ open
 
     def _open(self) -> None:
@@ -149,7 +201,12 @@ class CreateTransaction(Generic[Obj, Req]):
             raise UserError(
                 "creating", self.kind.name, self.subject, exc.cause, f"{exc.todo}; nothing was created"
             ) from None
-        prune(self.journal, self._request_key, ended_after=journal.MAX_AGE, forget_after=journal.FORGET_AFTER)
+        prune(
+            self.journal,
+            self.declared.request,
+            ended_after=journal.MAX_AGE,
+            forget_after=journal.FORGET_AFTER,
+        )
 
     # ------------------------------------------------------------------------------------------ the record
 
@@ -168,11 +225,11 @@ class CreateTransaction(Generic[Obj, Req]):
                 self.journal,
                 Entry(
                     kind=self.kind.name,
-                    base_url=self._base_url,
-                    body=self.body,
-                    owner=self.owner,
-                    backend=self.stack_backend.identity,
-                    backend_location=self.stack_backend.location,
+                    base_url=self.declared.base_url,
+                    body=self.declared.body,
+                    owner=self.declared.owner,
+                    backend=self.declared.backend,
+                    backend_location=self.declared.backend_location,
                     started_at=sent,
                     state=State.POSTING,
                     snapshot=self._snapshot,
@@ -194,12 +251,12 @@ class CreateTransaction(Generic[Obj, Req]):
     def judge(self, ids: Sequence[str]) -> Mapping[str, str]:
         """What the journal proves of ``ids`` (:meth:`.journal.Journal.judge`)."""
         mine = self.held.key if self.held is not None else None
-        among = self.journal.entries(request=self._request_key, warn=None)
-        return {k: v.value for k, v in self.journal.judge(self._base_url, ids, among, mine).items()}
+        among = self.journal.entries(request=self.declared.request, warn=None)
+        return {k: v.value for k, v in self.journal.judge(self.declared.base_url, ids, among, mine).items()}
 
     def rivals(self) -> list[Rival]:
         """Windows of the other unanswered creates of the same request."""
-        return journal.rivals(self.journal.entries(request=self._request_key, warn=None), held_keys())
+        return journal.rivals(self.journal.entries(request=self.declared.request, warn=None), held_keys())
 
     # ------------------------------------------------------------------------------------------ obtain
 
@@ -285,10 +342,7 @@ class CreateTransaction(Generic[Obj, Req]):
         was)."""
         self._unattributed()
         self._await_leases()
-        for seen in journal.interrupted(
-            self.journal, self.kind.name, self._base_url, self.body, self.owner, self.stack_backend.identity,
-            held=held_keys(),
-        ):  # fmt: skip
+        for seen in journal.interrupted(self.journal, self.declared, held=held_keys()):
             held = Holding.take(seen)
             if held is None:
                 continue  # a run holds it now (or another thread of this one took it first)
@@ -382,13 +436,13 @@ class CreateTransaction(Generic[Obj, Req]):
                 f"{format_elapsed(max(0.0, (now() - _aware(found.created_at)).total_seconds()))} ago,"
             )
         )
-        advice = "" if recovery.recovered(old.note) else " " + recovery.after_take_over(self.owner)
+        advice = "" if recovery.recovered(old.note) else " " + recovery.after_take_over(self.declared.owner)
         log(
             f"{self.kind.name} {found.id}: taking it over: an interrupted `pulumi up` of this declaration {how} at "
             f"{when} and no state recorded it ({found.status.short}){self._waiting(found)}.{advice}"
         )
         if old.note == lifeline.GONE_NOTE:
-            log(recovery.after_killed_engine(self.owner, found.id))
+            log(recovery.after_killed_engine(self.declared.owner, found.id))
 
     def _await_leases(self) -> None:
         """An interrupted create of this declaration whose lease is still live (a runner killed a moment ago) is
@@ -396,10 +450,7 @@ class CreateTransaction(Generic[Obj, Req]):
         meanwhile is a run at work: nothing is created beside it."""
 
         def live() -> list[Seen]:
-            return journal.live_leases(
-                self.journal, self.kind.name, self._base_url, self.body, self.owner, self.stack_backend.identity,
-                held=held_keys(),
-            )  # fmt: skip
+            return journal.live_leases(self.journal, self.declared, held=held_keys())
 
         still = journal.outlast(
             live,
@@ -454,8 +505,11 @@ class CreateTransaction(Generic[Obj, Req]):
         taking = not old.refused or self.kind.collection.answered_lookalike_is_ours
 
         def judge(ids: Sequence[str]) -> Mapping[str, str]:
-            among = self.journal.entries(request=self._request_key, warn=None)
-            return {k: v.value for k, v in self.journal.judge(self._base_url, ids, among, held.key).items()}
+            among = self.journal.entries(request=self.declared.request, warn=None)
+            return {
+                k: v.value
+                for k, v in self.journal.judge(self.declared.base_url, ids, among, held.key).items()
+            }
 
         attribution = Attribution(
             frozenset(old.snapshot),
@@ -463,7 +517,7 @@ class CreateTransaction(Generic[Obj, Req]):
             offset=old.clock_offset,
             judge=judge,
             rivals=lambda: journal.rivals(
-                self.journal.entries(request=self._request_key, warn=None), held_keys()
+                self.journal.entries(request=self.declared.request, warn=None), held_keys()
             ),
             claim=taking,
         )
@@ -478,7 +532,7 @@ class CreateTransaction(Generic[Obj, Req]):
         """Entries an earlier release left for this owner and request without recording the stack's backend: what
         they made may be this stack's or a namesake's in another backend. Nothing is taken and nothing created while
         one may hold an active object; the user says whose it is."""
-        for seen in journal.unattributed(self.journal, self.kind.name, self._base_url, self.body, self.owner):
+        for seen in journal.unattributed(self.journal, self.declared):
             old = seen.entry
             if not old.sends and not old.id:
                 with taken(seen) as held:
@@ -673,33 +727,3 @@ def _none_proven(name: str) -> str:
         "If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, run "
         f"`{recovery.TOOL} journal dismiss {name}` and `pulumi up` to create a new one"
     )
-
-
-def settle_adopted(
-    kind: Kind[Obj, Req], client: TogetherRL, inputs: Props, body: dict[str, Any], ident: str
-) -> None:
-    """``adopt_id`` named this declaration's object: the user's choice resolves the interrupted creates of the
-    declaration that got no answer (an ambiguity it was told to settle this way). Their windows must never hand a
-    look-alike to a later create of the declaration once the adopted object is gone. Entries with an id stay:
-    that id is proven this declaration's, and a later create takes it over if it is still there."""
-    found = journal.for_stack()
-    where = backend.locate()
-    for seen in journal.interrupted(
-        found,
-        kind.name,
-        client.base_url.rstrip("/"),
-        body,
-        inputs.get(OWNER_KEY),
-        where.identity,
-        held=held_keys(),
-    ):
-        if seen.entry.id:
-            continue
-        with taken(seen) as held:
-            if held is None:
-                continue
-            held.remove()
-            log(
-                f"{kind.name} {ident}: adopted; dropped the journal entry of the interrupted create of this "
-                f"declaration at {stamp(seen.entry.started_at)} (it got no answer)"
-            )

@@ -10,11 +10,12 @@ the server's defaults, claimed by no other entry or create in flight). Ambiguous
 POSTed, and the error says what was found. A failed create stops only the object its own POST (or take-over)
 produced, and never once the engine is gone (:mod:`..lifeline`): then its entry keeps the id for the next run.
 
-* **create**: journal the intent, take over what an interrupted create of the same declaration made, or POST
-  (through the client's reconciliation), record the id, wait for the target with progress on stderr, keep it
-  as declared (``Kind.keep``), write the outputs; on any failure after the POST stop the object
-  (:mod:`..stopping`) and raise naming it. ``adopt_id`` instead takes over a named object: it must be
-  adoptable and match what is declared, and a failed adopt never stops it.
+* **create**: one call to the create transaction (:mod:`..ownership.transaction`), which takes over what an
+  interrupted create of the same declaration made or POSTs (through the client's reconciliation), records the
+  id, and runs this module's settle: wait for the target with progress on stderr, keep it as declared
+  (``Kind.keep``), write the outputs; on any failure after the POST it stops the object (:mod:`..stopping`) and
+  raises naming it. ``adopt_id`` is the same call: the transaction takes over the object the user named (it must
+  be adoptable and match what is declared, and a failed adopt never stops it).
 * **read**: one list of the kind answers every read of a refresh, a GET only for what it does not show; a 404 or
   an ended object is gone (the next ``up`` recreates it; the kind says why when it can tell, such as an idle
   stop), except a 404 for an object made under a minute ago (read-after-write lag), which stays. A declared
@@ -34,7 +35,7 @@ import functools
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import stopping
 from ..client import errors
@@ -96,61 +97,22 @@ def diff(kind: Kind[Obj, Req], olds: Props, news: Props) -> Diff:
 def create(kind: Kind[Obj, Req], props: Props, *, timeout: float | None = None) -> Made:
     """Create (or adopt) what ``props`` (the checked inputs) declare; see the module docstring. ``timeout``:
     Pulumi's ``customTimeouts.create`` where a face receives it (the plugin), over ``create_timeout``."""
-    with secrecy.hidden(props):
-        return _create(kind, props, timeout)
+    inputs = pick(props, (*kind.input_keys, SECRETS_KEY))  # which of them are secret travels with them
+    with secrecy.hidden(inputs):
+        limit = _limit(kind.create_timeout, inputs, timeout, "create")
+        subject = inputs.get("adopt_id") or kind.subject(secrecy.shown(inputs))
+        try:
+            client = process.api_client("creating", kind.name, None)  # the process's, whatever is declared
+        except UserError as exc:  # ... and the sentence names what is declared
+            doing = "adopting" if inputs.get("adopt_id") else exc.doing
+            raise UserError(doing, exc.kind, subject, exc.cause, exc.todo) from None
 
+        def settle(obj: Obj) -> Made:  # the wait for the target, the kind's keep, the state
+            ready = kind.keep(client, obj.id, inputs, _wait_target(kind, client, obj, limit))
+            return Made(ready.id, kind.to_outputs(inputs, ready))
 
-def _create(kind: Kind[Obj, Req], props: Props, timeout: float | None) -> Made:
-    inputs = pick(props, (*kind.input_keys, SECRETS_KEY))
-    limit = _limit(kind.create_timeout, inputs, timeout, "create")
-    if inputs.get("adopt_id"):
-        return _adopt(kind, inputs, limit)
-    subject = kind.subject(secrecy.shown(inputs))
-    client = process.api_client("creating", kind.name, subject)
-
-    def settle(created: Obj) -> Made:  # the wait for the target, the kind's keep, the state
-        ready = kind.keep(client, created.id, inputs, _wait_target(kind, client, created, limit))
-        return Made(ready.id, kind.to_outputs(inputs, ready))
-
-    return transaction.create(kind, client, inputs, _journal_body(kind, inputs), subject, settle)
-
-
-def _adopt(kind: Kind[Obj, Req], inputs: State, limit: tuple[float, str]) -> Made:
-    """Take over the object ``adopt_id`` names: it must be adoptable and match the declared inputs; its
-    in-place inputs are PATCHed to the declared ones; then wait for the target. Never stopped on failure: it
-    existed before this program."""
-    ident = inputs["adopt_id"]
-    name = kind.name
-    client = process.api_client("adopting", name, ident)
-    try:
-        live = kind.find(client, ident)
-        if live is None:
-            raise UserError("adopting", name, ident, "it does not exist", f"Check adopt_id (GET {kind.path}), or remove it to create a new one")  # fmt: skip
-        if live.status not in kind.adoptable:
-            allowed = " or ".join(sorted(s.short for s in kind.adoptable))
-            raise UserError("adopting", name, ident, f"it is {live.status.short}", f"Only a {name} that is "
-                            f"{allowed} can be adopted: remove adopt_id to create a new one")  # fmt: skip
-        mismatched = kind.differences(inputs, live)
-        if mismatched:
-            raise UserError("adopting", name, ident, f"its settings differ from the declared inputs: "
-                            f"{'; '.join(mismatched)}", "Declare the inputs it was created with, or remove "
-                            "adopt_id to create a new one")  # fmt: skip
-        body = kind.patch(kind.inputs_from_api(live), inputs)
-        if body:
-            live = kind.collection.patch(client, ident, body)
-        ready = kind.keep(client, ident, inputs, _wait_target(kind, client, live, limit))
-    except UserError:
-        raise
-    except Exception as exc:
-        raise UserError("adopting", name, ident, *explain(exc, "adopting")) from exc
-    transaction.settle_adopted(kind, client, inputs, _journal_body(kind, inputs), ident)
-    return Made(ident, kind.to_outputs(inputs, ready))
-
-
-def _journal_body(kind: Kind[Obj, Req], inputs: State) -> dict[str, Any]:
-    """The create request as the create journal holds it: each secret input as ``[secret]`` (``inputs`` carry
-    which are secret)."""
-    return secrecy.redacted(kind.to_request(inputs).to_wire(), inputs)
+        body = secrecy.redacted(kind.to_request(inputs).to_wire(), inputs)  # as the create journal holds it
+        return transaction.create(kind, client, inputs, body, subject, settle)
 
 
 def _limit(default: float, inputs: Props, custom: float | None, operation: str) -> tuple[float, str]:
