@@ -180,6 +180,26 @@ def test_a_plain_api_key_is_a_secret_in_the_state_with_one_warning(cli_stack, em
     stack.destroy()
 
 
+def test_a_key_set_as_a_secret_gets_no_warning(cli_stack, emulator, tmp_path):
+    """`pulumi config set --secret together-rl:apiKey` (what the stack's init does here): preview and up say nothing
+    about the key, although the engine hands the provider's CheckConfig every value with its secrecy stripped."""
+    project = _imported_project(tmp_path, "secretkey")
+    program = yaml.safe_load((project / "Pulumi.yaml").read_text())
+    program["resources"]["gpu"] = {
+        "type": "together-rl:ModelResource",
+        "properties": {"baseModel": "Qwen/Qwen3.5-4B"},
+    }
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    stack = cli_stack(project, face=PLUGIN).init()
+    assert "secure:" in (project / f"Pulumi.{stack.name}.yaml").read_text()
+
+    preview, up = stack.preview(), stack.up()
+
+    for run in (preview, up):
+        assert "is not a secret" not in run.output, run.output
+    stack.destroy()
+
+
 def test_a_dynamic_stack_moves_to_the_plugin_with_the_same_ids_and_no_call(cli_stack, emulator, tmp_path):
     """docs/plugin.md's migration: import each object into the plugin program, paste the code, drop the dynamic
     entries from the state. Same stack, same ids; nothing is created or stopped."""
@@ -272,7 +292,8 @@ def test_the_python_sdk_example_runs_both_faces_on_one_gpu(cli_stack, emulator, 
     )  # the dynamic session's settings
     stack.run("config", "set", "--secret", f"{DYNAMIC.config}:apiKey", emulator.api_key)
 
-    stack.up()
+    up = stack.up()
+    assert "is not a secret" not in up.output  # both keys set with --secret: no face warns
     outputs = stack.outputs()
     assert outputs["price_per_hour"] == outputs["estimated_price_per_hour"] == 11
     now = active(emulator)

@@ -411,7 +411,12 @@ def test_the_engine_log_never_raises(monkeypatch, capsys):
 # ------------------------------------------------------------------------------------------- provider config
 
 
-def test_a_plain_api_key_is_answered_secret_with_one_warning(plugin):
+def test_a_plain_api_key_is_answered_secret_with_one_warning(plugin, tmp_path, monkeypatch):
+    """The stack's config file holds the key in plain text: it is made secret in the state, and one warning says
+    to encrypt it in the file. (The engine sends CheckConfig every value plain, secrets stripped: the file tells.)"""
+    (tmp_path / "Pulumi.yaml").write_text("name: proj\nruntime: yaml\n")
+    (tmp_path / "Pulumi.dev.yaml").write_text("config:\n  together-rl:apiKey: tk-plain\n")
+    monkeypatch.chdir(tmp_path)
     provider_urn = "urn:pulumi:dev::proj::pulumi:providers:together-rl::default"
     plain_key = {"apiKey": PropertyValue("tk-plain"), "baseUrl": PropertyValue("http://x")}
 
@@ -430,3 +435,33 @@ def test_a_plain_api_key_is_answered_secret_with_one_warning(plugin):
     secret = {"apiKey": PropertyValue("tk-secret", is_secret=True)}
     answer = plugin.run(plugin.provider.check_config(CheckRequest(provider_urn, {}, secret, b"")))
     assert answer.inputs == secret
+
+
+@pytest.mark.parametrize(
+    "file",
+    [
+        "config:\n  together-rl:apiKey:\n    secure: AAABAGJpZ2NpcGhlcnRleHQ=\n",  # pulumi config set --secret
+        "config:\n  together-rl:baseUrl: http://x\n",  # the key is not in the file (the environment, ESC)
+        None,  # no config file at all
+    ],
+    ids=["secure", "elsewhere", "no-file"],
+)
+def test_a_key_the_config_file_keeps_secret_or_does_not_hold_gets_no_warning(
+    plugin, tmp_path, monkeypatch, file
+):
+    """What the engine sends CheckConfig is the same plain value however the key was set: a `--secret` key
+    (the file says `secure:`) must not be told it is not a secret."""
+    (tmp_path / "Pulumi.yaml").write_text("name: proj\nruntime: yaml\nstackConfigDir: stacks\n")
+    if file is not None:
+        (tmp_path / "stacks").mkdir()
+        (tmp_path / "stacks" / "Pulumi.dev.yaml").write_text(file)
+    (tmp_path / "program").mkdir()
+    monkeypatch.chdir(tmp_path / "program")  # the program's folder, below the project's
+    provider_urn = "urn:pulumi:organization/proj/dev::proj::pulumi:providers:together-rl::default"
+    answer = plugin.run(
+        plugin.provider.check_config(CheckRequest(provider_urn, {}, {"apiKey": PropertyValue("tk-1")}, b""))
+    )
+    assert answer.inputs["apiKey"] == PropertyValue(
+        "tk-1", is_secret=True
+    )  # secret in the state all the same
+    assert not [line for _, line, _ in plugin.lines if "apiKey is not a secret" in line]

@@ -59,6 +59,7 @@ from pulumi.provider.experimental.provider import (
 from .. import config, ours
 from ..messages import Sink, lines_to
 from ..resources.keys import DISPLAY_NAME_MAX, OWNER_KEY, SECRETS_KEY, camel
+from . import stack_config
 from .package_schema import BY_TOKEN, PACKAGE, Kind, schema_text
 from .properties import in_words, path, resource_spec, to_core, to_wire
 
@@ -88,16 +89,21 @@ class TogetherRLProvider(Provider):
 
     async def check_config(self, request: CheckRequest) -> CheckResponse:
         """The provider's config as the engine records it in the state: ``apiKey`` always a secret (the schema
-        says so, but the engine takes the config as the program gives it). A key that came in plain is made
-        secret, with one warning: it also sits in plain text in the stack's config file."""
+        says so, but the engine takes the config as the program gives it). One warning when the stack's config
+        file holds the key in plain text.
+
+        The engine strips secrets from what it sends ``CheckConfig`` (``FilterProperties`` without
+        ``KeepSecrets``, pulumi v3.274.1), so a key set with ``--secret`` arrives here as plain as one that was
+        not: the stack's config file, which the engine read, is what tells them apart."""
         news = dict(request.new_inputs)
         key = news.get("apiKey")
         if key is not None and not key.is_secret and isinstance(key.value, str):
             news["apiKey"] = key.with_secret(True)
-            from ..resources.process import log_once  # the engine may check the config more than once
+            if stack_config.plain_in_config_file(request.urn, f"{PACKAGE}:apiKey"):
+                from ..resources.process import log_once  # the engine may check the config more than once
 
-            with lines_to(self._sink(request.urn)) if self._sink else contextlib.nullcontext():
-                log_once(("plain api key",), PLAIN_KEY_WARNING)
+                with lines_to(self._sink(request.urn)) if self._sink else contextlib.nullcontext():
+                    log_once(("plain api key",), PLAIN_KEY_WARNING)
         return CheckResponse(news)
 
     async def configure(self, request: ConfigureRequest) -> ConfigureResponse:
