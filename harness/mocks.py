@@ -237,6 +237,8 @@ def run_main(
         root = settings.get_root_resource()
         return _collect(dict(getattr(root, "outputs", {})), exports, secrets)
 
+    loop = asyncio.get_event_loop()
+    loop.set_exception_handler(_quiet_about_the_engines_own_failures)
     try:
         run()
     finally:
@@ -244,6 +246,21 @@ def run_main(
         # The loop outlives this program (pytest runs later tests in it): leave it a default executor that runs.
         asyncio.get_event_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor())
     return exports, secrets
+
+
+def _quiet_about_the_engines_own_failures(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's handler of errors nobody awaited: once one registration fails (a provider killed, a check that
+    fails), the SDK leaves its other registrations' futures failed and unawaited, and asyncio would print each
+    one's traceback when it is collected, long after the test that made it (hundreds of lines per run). The
+    program's failure is raised, and the test judges it; anything else still goes to the default handler."""
+    from .engine import CheckFailedError, ProviderRpcError
+
+    failed = context.get("exception")
+    if context.get("message") == "Future exception was never retrieved" and isinstance(
+        failed, (ProviderRpcError, CheckFailedError)
+    ):
+        return
+    loop.default_exception_handler(context)
 
 
 def run_program(

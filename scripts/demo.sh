@@ -67,15 +67,19 @@ if ! command -v uv >/dev/null 2>&1; then
     else
         if ! python3 -c 'import uv' >/dev/null 2>&1; then
             say "installing uv with pip"
-            python3 -m pip install --quiet "uv>=0.5"
+            # The uv this project is tested with (the Makefile's UV_VERSION), not whichever is newest.
+            python3 -m pip install --quiet "uv==$(sed -n 's/^UV_VERSION := //p' "$ROOT/Makefile")"
         fi
         UV_BIN="$(python3 -c 'import uv; print(uv.find_uv_bin())')"
     fi
     PATH="$(dirname "$UV_BIN"):$PATH"
     export PATH
 fi
-say "syncing the venv (.venv) from uv.lock"
-uv sync --frozen --compile-bytecode  # each pulumi command starts Python processes: compiled once here
+say "syncing the venv (.venv) from uv.lock: the package and its emulator"
+# Only what the demo runs (the package and its `emulator` extra), not the development tools (`make check` adds
+# those); --inexact leaves a developer's already-synced tools in place. Each pulumi command starts Python
+# processes: compiled once here.
+uv sync --frozen --no-dev --extra emulator --inexact --compile-bytecode
 PYTHON="$ROOT/.venv/bin/python"
 
 # --------------------------------------------------------------------------------------------- cleanup
@@ -224,8 +228,8 @@ export PULUMI_SKIP_UPDATE_CHECK=true
 # The dynamic-provider plugin resolves a relative venv from `main` (examples/quickstart/), not from the project
 # root (pulumi/pulumi#7061): hand it the absolute path of the one venv.
 export PULUMI_RUNTIME_VIRTUALENV="$ROOT/.venv"
-# Pulumi runs `uv run` for the program: never let it re-resolve the lock.
-export UV_FROZEN=1
+# Pulumi runs `uv run` for the program: never let it re-resolve the lock, nor sync the development group in.
+export UV_FROZEN=1 UV_NO_SYNC=1
 # Poll the emulator every half second so progress lines show each state.
 export TOGETHER_RL_POLL_INTERVAL=0.5
 # The stack config decides; a key or URL from the caller's shell must not leak into the demo.

@@ -262,6 +262,7 @@ def _orphans(args: argparse.Namespace) -> int:
 
 
 def _journal(args: argparse.Namespace) -> int:
+    from .messages import command
     from .ownership import journal, leases
     from .ownership.records import State, now, stamp
 
@@ -299,8 +300,8 @@ def _journal(args: argparse.Namespace) -> int:
         matching = [s for s in pool if s.name.startswith(name.removesuffix(".json"))]
         which = "unfinished entries" if args.action == "dismiss" else "entries"
         if len(matching) != 1:
-            print(f"error: {doing} journal entry {name}: {len(matching)} {which} match it. Run "
-                  f"`python -m pulumi_together_rl journal list{' --all' if args.action == 'prune' else ''}` to "
+            listing = command("journal list" + (" --all" if args.action == "prune" else ""))
+            print(f"error: {doing} journal entry {name}: {len(matching)} {which} match it. Run `{listing}` to "
                   "list them", file=sys.stderr)  # fmt: skip
             status = 1
             continue

@@ -404,6 +404,30 @@ class WaitTimeout(WaitError):
         )
 
 
+def command(args: str) -> str:
+    """How a line tells the user to run this package's command (``args``: ``recover --stack dev``), so that it
+    works where they are: in a uv project (the program's venv is uv's) ``uv run python -m pulumi_together_rl``
+    (a bare ``python`` there is not the project's); in another venv, that venv's Python (relative to the working
+    folder when it is below it); else ``python -m pulumi_together_rl``."""
+    return f"{_python()} -m pulumi_together_rl {args}"
+
+
+def _python() -> str:
+    if sys.prefix == sys.base_prefix:
+        return "python"
+    try:
+        with open(os.path.join(sys.prefix, "pyvenv.cfg"), encoding="utf-8") as cfg:
+            made_by_uv = any(line.split("=", 1)[0].strip() == "uv" for line in cfg)
+    except OSError:
+        made_by_uv = False
+    if made_by_uv:
+        return "uv run python"
+    here = os.getcwd()
+    python = os.path.join(sys.prefix, "bin", "python")
+    inside = os.path.commonpath([here, sys.prefix]) == here
+    return os.path.relpath(python, here) if inside else python
+
+
 def format_elapsed(seconds: float) -> str:
     """``0.2 s``, ``40 s``, ``12 min 5 s``: short, for progress lines and messages."""
     if 0 < seconds < 10:

@@ -24,7 +24,7 @@ from harness.journals import hold, left, unfinished
 
 from pulumi_together_rl.client.models import ModelResourceCreateRequest, TrainingSessionCreateRequest
 from pulumi_together_rl.lifeline import GONE_NOTE
-from pulumi_together_rl.messages import UserError
+from pulumi_together_rl.messages import UserError, command
 from pulumi_together_rl.ownership import journal
 from pulumi_together_rl.ownership.journal import Journal
 from pulumi_together_rl.ownership.records import State
@@ -440,7 +440,7 @@ def test_an_entry_left_after_the_engine_was_gone_tells_how_to_clear_what_the_eng
     assert rig.create_resource().id == made.id
     err = capsys.readouterr().err
     assert "pulumi cancel" in err and "pulumi refresh --clear-pending-creates" in err
-    recover = "`python -m pulumi_together_rl recover --stack organization/test/dev` clears"
+    recover = f"`{command('recover --stack organization/test/dev')}` clears"
     assert err.count(recover) == 2  # the take-over's line, and the note on the killed engine, with the id
     assert f"the run that made {made.id} was killed" in err
 

@@ -154,3 +154,26 @@ def test_a_404_for_a_collection_blames_the_base_url_not_the_objects():
     assert "pulumi refresh` to drop" not in todo and "base" in todo.lower()
     cause, todo = explain(NotFound(404, "not found", method="GET", path="/v1/rl/model-resources/mr_1"))
     assert "pulumi refresh" in todo  # one object: it may be gone
+
+
+def test_a_command_is_told_the_way_it_runs_where_the_user_is(tmp_path, monkeypatch):
+    """In a uv project `python` is not the project's: lines say `uv run python -m ...`; in another venv, that
+    venv's Python (relative when below the working folder); with no venv, `python -m ...`."""
+    import sys
+
+    from pulumi_together_rl.messages import command
+
+    uv_venv, pip_venv = tmp_path / "project" / ".venv", tmp_path / "project" / "venv"
+    for venv, cfg in ((uv_venv, "home = /usr/bin\nuv = 0.13.9\n"), (pip_venv, "home = /usr/bin\n")):
+        venv.mkdir(parents=True)
+        (venv / "pyvenv.cfg").write_text(cfg)
+    monkeypatch.chdir(tmp_path / "project")
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    monkeypatch.setattr(sys, "prefix", str(uv_venv))
+    assert command("recover --stack dev") == "uv run python -m pulumi_together_rl recover --stack dev"
+    monkeypatch.setattr(sys, "prefix", str(pip_venv))
+    assert command("journal list") == "venv/bin/python -m pulumi_together_rl journal list"
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "elsewhere"))  # not below the working folder
+    assert command("orphans") == f"{tmp_path / 'elsewhere' / 'bin' / 'python'} -m pulumi_together_rl orphans"
+    monkeypatch.setattr(sys, "prefix", "/usr")
+    assert command("orphans") == "python -m pulumi_together_rl orphans"

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 
 from .. import ours
+from ..messages import command
 from ..ownership import journal
 from ._common import format_age
 from .finder import Orphan
@@ -112,9 +113,9 @@ def decide(
                 orphan,
                 INTERRUPTED_CREATE,
                 f"an interrupted create of {orphan.journal_owner or 'an unknown declaration'} recorded its id, and "
-                "the next `pulumi up` of that stack takes it over by it: run that `pulumi up` (`python -m "
-                "pulumi_together_rl recover` first if the stack is locked); if that stack is gone, drop the entry "
-                "(`python -m pulumi_together_rl journal prune`) and it is an orphan like any other",
+                "the next `pulumi up` of that stack takes it over by it: run that `pulumi up` "
+                f"(`{command('recover --stack <stack>')}` first if the stack is locked); if that stack is gone, drop "
+                f"the entry (`{command('journal prune <entry>')}`) and it is an orphan like any other",
             )
         elif (
             owner is not None

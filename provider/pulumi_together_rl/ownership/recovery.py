@@ -55,7 +55,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .. import backend, ours
+from .. import backend, messages, ours
 from ..messages import SECRET, UserError, format_elapsed, printable
 from . import journal, leases, location
 from .journal import Seen
@@ -67,8 +67,6 @@ if TYPE_CHECKING:  # the orphan finder's CLI plumbing is imported by the command
     from ..orphans.sources import StackJournals
     from ..orphans.states import StackState
 
-TOOL = "python -m pulumi_together_rl"
-"""How a line names this package's command (in a uv project: ``uv run python -m pulumi_together_rl``)."""
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -470,7 +468,7 @@ def run(
         err.write(f"error: {refusal}\n")
         return EXIT_REFUSED
     if report:
-        say(f"to recover once no run of the stack is at work: {TOOL} recover --stack {stack}")
+        say(f"to recover once no run of the stack is at work: {messages.command(f'recover --stack {stack}')}")
         return EXIT_OK
     try:
         locks = stack_locks(state, cwd)
@@ -638,7 +636,7 @@ def command(owner: str | None) -> str:
     folder)."""
     parsed = ours.parse_owner(owner)
     stack = "<stack>" if parsed is None else (parsed.stack_name if parsed.org else parsed.stack)
-    return f"{TOOL} recover --stack {shlex.quote(stack)}"
+    return messages.command(f"recover --stack {shlex.quote(stack)}")
 
 
 def after_take_over(owner: str | None) -> str:

@@ -33,7 +33,7 @@ from .. import backend, lifeline, stopping
 from ..client.collections import Obj, Req
 from ..client.models import ApiObject
 from ..client.reconcile import AmbiguousCreate, Attribution, Rival
-from ..messages import UserError, explain, format_elapsed, log
+from ..messages import UserError, command, explain, format_elapsed, log
 from ..resources.keys import OWNER_KEY
 from . import journal, recovery
 from .journal import Journal, Seen
@@ -489,7 +489,7 @@ class CreateTransaction(Generic[Obj, Req]):
                         f"the create journal entry {held.where} says an interrupted `pulumi up` of this declaration "
                         f"made it, but it is not what this declaration asks for ({'; '.join(mismatched)}), so it was "
                         "not taken and nothing was created",
-                        f"If that entry is not yours, remove it (`{recovery.TOOL} journal prune {held.name}`) and "
+                        f"If that entry is not yours, remove it (`{command(f'journal prune {held.name}')}`) and "
                         "run `pulumi up` again",
                     )
             # Claimed for this create (a match is claimed by the lookup): two declarations never get one object.
@@ -557,8 +557,7 @@ class CreateTransaction(Generic[Obj, Req]):
                 f"an interrupted `pulumi up` of a declaration of this name ({when}), run by an earlier release that did "
                 f"not record the stack's backend, {what}: it may be this stack's or that of a stack of the same names "
                 "in another backend, so nothing was taken and nothing was created",
-                f"If it is this stack's, {todo} and run `pulumi up`; if not, run `{recovery.TOOL} journal dismiss "
-                f"{seen.name}` and `pulumi up` to create a new one",
+                f"If it is this stack's, {todo} and run `pulumi up`; if not, run `{command(f'journal dismiss {seen.name}')}` and `pulumi up` to create a new one",
             )
 
     def _priced(self) -> str:
@@ -725,5 +724,5 @@ def _none_proven(name: str) -> str:
     """What to do when several objects match a create whose answer was lost: the user tells which is theirs."""
     return (
         "If one of them is this stack's, set adopt_id to its id and run `pulumi up`; if none is, run "
-        f"`{recovery.TOOL} journal dismiss {name}` and `pulumi up` to create a new one"
+        f"`{command(f'journal dismiss {name}')}` and `pulumi up` to create a new one"
     )

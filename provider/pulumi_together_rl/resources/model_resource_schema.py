@@ -27,7 +27,7 @@ from ..client.models import (
     ModelResourceStatus,
     TrainingSessionStatus,
 )
-from ..messages import UserError, log
+from ..messages import UserError, command, log
 from . import process, watch
 from .inputs import contains_unknown, drop_none_items, iso, pick, short_id
 from .kind import Kind, Props, State
@@ -92,8 +92,7 @@ KEEP_ENDED_WITHIN = timedelta(seconds=EXTEND_SECONDS[0])
 """How close to ``keep_ready_until`` a stored ``expires_at`` is when the keep set it (extend-expiry asks for
 whole seconds on a clock read to the second)."""
 ATTACHED_TODO = (
-    "Stop those sessions first: `python -m pulumi_together_rl orphans --state <pulumi stack export file> "
-    "--stop` stops every session no given stack holds (or POST /v1/rl/training-sessions/<id>/stop each), and "
+    f"Stop those sessions first: `{command('orphans --state <pulumi stack export file> --stop')}` stops every session no given stack holds (or POST /v1/rl/training-sessions/<id>/stop each), and "
     "if one belongs to another stack, destroy it there; or use force_stop. Pulumi deletes a resource with the "
     "inputs it was last deployed with, so force_stop=True must be deployed on its own first: set it, undo any "
     "other change to this ModelResource for now, and run `pulumi up` (or `pulumi up --target <URN of this "
