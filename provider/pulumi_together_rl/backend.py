@@ -33,7 +33,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit, urlunsplit
 
 CLOUD = "https://api.pulumi.com"
 """The backend when nothing names one (what ``pulumi login`` with no URL logs into)."""
@@ -72,6 +72,17 @@ class Backend:
         return hashlib.sha256(self.location.encode()).hexdigest()[:16]
 
 
+def printable_url(url: str) -> str:
+    """``url`` without a user:password part (a URL can carry one; a line must never)."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        parts = parts._replace(netloc=host)
+    return urlunsplit(parts)
+
+
 def locate(cwd: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Backend:
     """The backend a ``pulumi`` command run in ``cwd`` (default: here) with ``environ`` uses."""
     env = os.environ if environ is None else environ
@@ -103,14 +114,14 @@ def canonical(url: str, base: Path | None = None, environ: Mapping[str, str] | N
     if scheme in BUCKET_SCHEMES:
         query = parse_qs(parts.query)
         where = f"{scheme}://{parts.netloc}"
-        prefix = _key_prefix(unquote(parts.path), (query.get("prefix") or [""])[0])
+        prefix = key_prefix(unquote(parts.path), (query.get("prefix") or [""])[0])
         params: list[str] = []
         if prefix.endswith("/"):
             where += "/" + quote(prefix[:-1], safe=_PATH_SAFE)
         elif prefix:
             # Keys run on from a prefix with no slash (``p.pulumi/...``): no path spells that.
             params.append(f"prefix={quote(prefix, safe='/')}")
-        endpoint = _endpoint(query)
+        endpoint = endpoint_of(query)
         if endpoint:
             params.append(f"endpoint={endpoint}")
         return where + ("?" + "&".join(params) if params else "")
@@ -134,7 +145,7 @@ the second."""
 _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 
 
-def _key_prefix(path: str, prefix_param: str) -> str:
+def key_prefix(path: str, prefix_param: str) -> str:
     """The key prefix the CLI puts before ``.pulumi/``: gocloud.dev's ``prefix`` query parameter, then the URL's
     path without its leading slashes and with one trailing slash (pkg/backend/diy ``New``); ``""`` for none."""
     sub = path.lstrip("/")
@@ -143,7 +154,7 @@ def _key_prefix(path: str, prefix_param: str) -> str:
     return prefix_param + sub
 
 
-def _endpoint(query: dict[str, list[str]]) -> str:
+def endpoint_of(query: dict[str, list[str]]) -> str:
     """A bucket URL's ``endpoint`` as a server: scheme, host and port, lowercased, default port dropped; ``""``
     for none. A bare one gets the scheme the CLI gives it: https, or http when ``disableSSL`` or ``disable_https``
     (its last value, as the CLI reads it) is true."""

@@ -98,7 +98,7 @@ def test_every_bucket_scheme_puts_the_journal_beside_its_state_whichever_way_the
 
     assert where.url == beside
     assert where.shared
-    assert where.source == f"beside the stack's state in {backend.locate().location}"
+    assert where.source == f"beside the stack's state in {location.printable(backend.locate().url)}"
     assert backend.locate().location.startswith(f"{scheme}://team-state/training")
 
 
@@ -112,4 +112,18 @@ def test_the_journal_beside_any_bucket_backends_state_is_that_buckets_store(tmp_
     store = journal.at(location.locate().url).store
 
     assert isinstance(store, BucketStore)
-    assert store.location == f"{scheme}://team-state/training/.together-rl/journal"
+    assert store.location.split("?", 1)[0] == f"{scheme}://team-state/training/.together-rl/journal"
+    assert store.location == location.printable(location.locate().url)  # what lines name it by
+
+
+def test_a_backend_named_with_gocloud_prefix_keeps_its_journal_beside_the_state_under_that_prefix(
+    bucket, monkeypatch
+):
+    """`s3://b?prefix=team/` is the CLI's `s3://b/team`: the state under `team/.pulumi/`, so the journal goes under
+    `team/.together-rl/journal/`, written there by the store (which reads gocloud's `prefix` as the CLI does)."""
+    query = bucket.url.split("?", 1)[1]
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"s3://{bucket.name}?prefix=team/&{query}")
+    store = journal.at(location.locate().url).store
+
+    assert store.create("probes/here", b"x") is not None
+    assert bucket.keys("team/") == ["team/.together-rl/journal/probes/here"]

@@ -1210,7 +1210,7 @@ def test_a_shared_journal_that_cannot_be_read_stops_the_command_before_anything_
     assert code == 1, text
     (error,) = [line for line in text.splitlines() if line.startswith("error:")]
     assert error.startswith(
-        "error: finding orphans: the create journal at s3://nowhere/team?endpoint=http://127.0.0.1:9 cannot be "
+        "error: finding orphans: the create journal at s3://nowhere/team?endpoint=127.0.0.1:9&disableSSL=true cannot be "
         "used: "
     )
     assert "Nothing was stopped." in error, error
@@ -1234,5 +1234,5 @@ def test_the_journals_read_are_this_machines_the_variables_each_stacks_setting_a
         (None, ["creates of this machine"]),
         ("file:///srv/journal", ["TOGETHER_RL_JOURNAL_URL"]),
         ("s3://dev-journal/x", ["stack organization/team/dev's together:journalUrl"]),
-        (location.sibling(bucket.url), [f"beside the stacks' state in {backend.locate(project).location}"]),
+        (location.sibling(bucket.url), [f"beside the stacks' state in {location.printable(backend.locate(project).url)}"]),
     ]

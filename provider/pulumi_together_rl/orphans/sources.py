@@ -189,7 +189,7 @@ def _journals(
                     read(config[key], f"stack {state.label}'s {key}")
     here = stack_backend.locate(cwd)
     if here.scheme in stack_backend.BUCKET_SCHEMES:
-        read(location.sibling(here.url), f"beside the stacks' state in {here.location}")
+        read(location.sibling(here.url), f"beside the stacks' state in {location.printable(here.url)}")
     return list(found.values())
 
 

@@ -186,8 +186,8 @@ class Journal:
 
     @property
     def location(self) -> str:
-        """Where it is, printable."""
-        return location.printable(self.store.location)
+        """Where it is, printable: its URL as the user wrote it (credentials left out), or its folder."""
+        return location.printable(self.url) if self.url else self.store.location
 
     @property
     def shared(self) -> bool:

@@ -51,15 +51,8 @@ class Location:
         return f"{where} ({self.source})"
 
 
-def printable(url: str) -> str:
-    """``url`` without a user:password part (a URL can carry one; a line must never)."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        parts = parts._replace(netloc=host)
-    return urlunsplit(parts)
+printable = backend.printable_url
+"""``url`` without a user:password part (:func:`..backend.printable_url`)."""
 
 
 def locate(
@@ -77,7 +70,7 @@ def locate(
         return Location(setting, setting_source)
     where = stack_backend or backend.locate()
     if where.scheme in backend.BUCKET_SCHEMES:
-        return Location(sibling(where.url), f"beside the stack's state in {where.location}")
+        return Location(sibling(where.url), f"beside the stack's state in {printable(where.url)}")
     why = {
         "file": "the stack's backend is a folder of this machine",
         "https": "the stack's backend is Pulumi Cloud"

@@ -7,8 +7,9 @@ import re
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
+from ... import backend
 from . import MAX_READ, Listed, Store, Stored, StoreError, Unreadable
 
 if TYPE_CHECKING:
@@ -41,22 +42,22 @@ class BucketStore(Store):
 
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        bucket, prefix = parts.netloc, parts.path.strip("/")
-        self.location = f"{scheme}://{bucket}/{prefix}".rstrip("/")
+        queries = parse_qs(parts.query)
+        query = {k: v[-1] for k, v in queries.items()}
+        bucket = parts.netloc
+        # The keys' prefix and an S3 endpoint read exactly as the CLI reads them (and the backend's identity: one
+        # rule, :mod:`...backend`): gocloud's ``prefix`` then the path; a bare endpoint's scheme from the flags.
+        prefix = backend.key_prefix(unquote(parts.path), (queries.get("prefix") or [""])[0]).strip("/")
+        self.location = backend.printable_url(url)  # as the user wrote it: what every line about it names
         retry: RetryConfig = {"max_retries": 3, "retry_timeout": REQUEST_TIMEOUT}
         options: ClientConfig = {"timeout": "15s", "connect_timeout": "5s"}
         if scheme == "s3":
-            endpoint = query.get("endpoint", "")
-            insecure = any(query.get(flag, "").lower() == "true" for flag in ("disableSSL", "disable_https"))
-            if endpoint and "://" not in endpoint:
-                endpoint = ("http://" if insecure else "https://") + endpoint
+            endpoint = backend.endpoint_of(queries)
             if endpoint.startswith("http://"):
                 options["allow_http"] = True
             config: dict[str, Any] = {"conditional_put": "etag"}
             if endpoint:
                 config["endpoint"] = endpoint
-                self.location += f"?endpoint={endpoint}"
             config.update(_aws_profile(query.get("profile")))
             if query.get("region"):
                 config["region"] = query["region"]
@@ -70,15 +71,13 @@ class BucketStore(Store):
             gcs, where = _gcs_config(query)
             if where:
                 options["allow_http"] = where.startswith("http://")
-                self.location += f"?STORAGE_EMULATOR_HOST={where}"
             self._store = GCSStore(
                 bucket, prefix=prefix or None, config=gcs, client_options=options, retry_config=retry
             )
         elif scheme == "azblob":
-            azure, shown = _azure_config(query)
+            azure, _ = _azure_config(query)
             if azure.get("endpoint", "").startswith("http://"):
                 options["allow_http"] = True
-            self.location += shown
             self._store = AzureStore(
                 bucket, prefix=prefix or None, config=azure, client_options=options, retry_config=retry
             )
