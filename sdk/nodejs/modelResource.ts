@@ -159,6 +159,18 @@ export class ModelResource extends pulumi.CustomResource {
      */
     declare public /*out*/ readonly status: pulumi.Output<string>;
     /**
+     * The declared deadline (see `stop_at`).
+     */
+    declare public readonly stopAfter: pulumi.Output<string | undefined>;
+    /**
+     * The deadline as an RFC 3339 time (a duration counted from `created_at`); unset without one.
+     */
+    declare public /*out*/ readonly stopAt: pulumi.Output<string | undefined>;
+    /**
+     * `"deadline"` once the resource was stopped at its deadline (it then stays stopped); unset otherwise.
+     */
+    declare public /*out*/ readonly stopReason: pulumi.Output<string | undefined>;
+    /**
      * RFC 3339 time of the last change, as of the last create/refresh.
      */
     declare public /*out*/ readonly updatedAt: pulumi.Output<string>;
@@ -189,6 +201,7 @@ export class ModelResource extends pulumi.CustomResource {
             resourceInputs["loraEnabled"] = args?.loraEnabled;
             resourceInputs["maxPricePerHour"] = args?.maxPricePerHour;
             resourceInputs["optimizerConfig"] = args?.optimizerConfig;
+            resourceInputs["stopAfter"] = args?.stopAfter;
             resourceInputs["createdAt"] = undefined /*out*/;
             resourceInputs["createdBy"] = undefined /*out*/;
             resourceInputs["currency"] = undefined /*out*/;
@@ -203,6 +216,8 @@ export class ModelResource extends pulumi.CustomResource {
             resourceInputs["pricePerHour"] = undefined /*out*/;
             resourceInputs["queuePosition"] = undefined /*out*/;
             resourceInputs["status"] = undefined /*out*/;
+            resourceInputs["stopAt"] = undefined /*out*/;
+            resourceInputs["stopReason"] = undefined /*out*/;
             resourceInputs["updatedAt"] = undefined /*out*/;
         } else {
             resourceInputs["adoptId"] = undefined /*out*/;
@@ -231,6 +246,9 @@ export class ModelResource extends pulumi.CustomResource {
             resourceInputs["pricePerHour"] = undefined /*out*/;
             resourceInputs["queuePosition"] = undefined /*out*/;
             resourceInputs["status"] = undefined /*out*/;
+            resourceInputs["stopAfter"] = undefined /*out*/;
+            resourceInputs["stopAt"] = undefined /*out*/;
+            resourceInputs["stopReason"] = undefined /*out*/;
             resourceInputs["updatedAt"] = undefined /*out*/;
         }
         opts = pulumi.mergeOptions(utilities.resourceOptsDefaults(), opts);
@@ -304,4 +322,15 @@ export interface ModelResourceArgs {
      * `{"adam": {}}` (API default) or `{"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_..."}}`.
      */
     optimizerConfig?: pulumi.Input<inputs.OptimizerConfigArgs | undefined>;
+    /**
+     * A deadline: this GPU must not run past it. A duration from its creation (`"8h"`, `"90m"`,
+     * `"1d12h"`; 1 minute to 30 days) or an RFC 3339 time with its zone (`"2026-12-24T18:00:00Z"`, at most 30
+     * days ahead); `keep_ready_until` may not reach past it. Preview prints it and the most the resource can cost
+     * until then. Past it the resource is stopped and stays stopped (`stop_reason`): by `pulumi up`, by a
+     * create still waiting for READY, or by `python -m pulumi_together_rl reap --stop` run on a schedule with no
+     * other command. Sessions attached to it are not forced (unless `force_stop`): give them a `stop_after`
+     * no later than this one; `reap` stops the sessions its stack holds first. Moving it updates in place while
+     * it is ahead, and replaces the resource (a new one, with the new deadline) once it has passed.
+     */
+    stopAfter?: pulumi.Input<string | undefined>;
 }

@@ -150,6 +150,18 @@ export class TrainingSession extends pulumi.CustomResource {
      */
     declare public /*out*/ readonly step: pulumi.Output<number>;
     /**
+     * The declared deadline (see `stop_at`).
+     */
+    declare public readonly stopAfter: pulumi.Output<string | undefined>;
+    /**
+     * The deadline as an RFC 3339 time (a duration counted from `created_at`); unset without one.
+     */
+    declare public /*out*/ readonly stopAt: pulumi.Output<string | undefined>;
+    /**
+     * `"deadline"` once the session was stopped at its deadline (it then stays stopped); unset otherwise.
+     */
+    declare public /*out*/ readonly stopReason: pulumi.Output<string | undefined>;
+    /**
      * Training checkpoints `[{id, created_at, step}]`, as of the last read; an entry has `registration` too
      * where the API gives one (its shape varies with the API's version).
      */
@@ -182,6 +194,7 @@ export class TrainingSession extends pulumi.CustomResource {
             resourceInputs["metadata"] = args?.metadata;
             resourceInputs["modelResourcesId"] = args?.modelResourcesId;
             resourceInputs["resumeFromCheckpointId"] = args?.resumeFromCheckpointId;
+            resourceInputs["stopAfter"] = args?.stopAfter;
             resourceInputs["baseModel"] = undefined /*out*/;
             resourceInputs["createdAt"] = undefined /*out*/;
             resourceInputs["createdBy"] = undefined /*out*/;
@@ -196,6 +209,8 @@ export class TrainingSession extends pulumi.CustomResource {
             resourceInputs["policyState"] = undefined /*out*/;
             resourceInputs["status"] = undefined /*out*/;
             resourceInputs["step"] = undefined /*out*/;
+            resourceInputs["stopAt"] = undefined /*out*/;
+            resourceInputs["stopReason"] = undefined /*out*/;
             resourceInputs["trainingCheckpoints"] = undefined /*out*/;
             resourceInputs["updatedAt"] = undefined /*out*/;
         } else {
@@ -222,6 +237,9 @@ export class TrainingSession extends pulumi.CustomResource {
             resourceInputs["resumeFromCheckpointId"] = undefined /*out*/;
             resourceInputs["status"] = undefined /*out*/;
             resourceInputs["step"] = undefined /*out*/;
+            resourceInputs["stopAfter"] = undefined /*out*/;
+            resourceInputs["stopAt"] = undefined /*out*/;
+            resourceInputs["stopReason"] = undefined /*out*/;
             resourceInputs["trainingCheckpoints"] = undefined /*out*/;
             resourceInputs["updatedAt"] = undefined /*out*/;
         }
@@ -275,4 +293,13 @@ export interface TrainingSessionArgs {
      * Start from this checkpoint (its id, at most 256 characters). Replaces.
      */
     resumeFromCheckpointId?: pulumi.Input<string | undefined>;
+    /**
+     * A deadline: this session must not run past it. A duration from its creation (`"8h"`, `"90m"`,
+     * `"1d12h"`; 1 minute to 30 days) or an RFC 3339 time with its zone (`"2026-12-24T18:00:00Z"`, at most 30
+     * days ahead). Past it the session is stopped and stays stopped (`stop_reason`): by `pulumi up`, by a
+     * create still waiting for RUNNING, or by `python -m pulumi_together_rl reap --stop` run on a schedule with
+     * no other command. Its model resource is not stopped. Moving it updates in place while it is ahead, and
+     * replaces the session (a new one, with the new deadline) once it has passed.
+     */
+    stopAfter?: pulumi.Input<string | undefined>;
 }

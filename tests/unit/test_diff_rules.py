@@ -35,6 +35,7 @@ RESOURCE_RULES = {
         "2026-12-04T18:00:00Z",
         "2026-12-05T18:00:00Z",
     ),  # extend-expiry, never a replace
+    "stop_after": (UPDATE, "8h", "10h"),  # while ahead (the state holds no passed stop_at): test_deadline.py
 }
 SESSION_RULES = {
     "model_resources_id": (REPLACE, "mr-a", "mr-b"),
@@ -46,6 +47,7 @@ SESSION_RULES = {
     "create_timeout": (UPDATE, 1800.0, 60.0),
     "delete_timeout": (UPDATE, 600.0, 60.0),
     "adopt_id": (UPDATE, "ts-a", "ts-b"),
+    "stop_after": (UPDATE, "8h", "10h"),  # while ahead (the state holds no passed stop_at): test_deadline.py
 }
 KINDS = [
     pytest.param(

@@ -152,9 +152,12 @@ class Kind(ABC, Generic[Obj, Req]):
         """Whether a delete forces the stop (from the state's inputs)."""
         return False
 
-    def refused(self, client: TogetherRL, ident: str, refusal: ApiError, force: bool) -> None:
-        """A delete's stop was refused while the object is active: raise the sentence where the kind knows why
-        (by default it does not, and the lifecycle explains the refusal)."""
+    def refused(
+        self, client: TogetherRL, ident: str, refusal: ApiError, force: bool, doing: str = "deleting"
+    ) -> None:
+        """A stop (``doing``: a delete's, or a deadline's "stopping") was refused while the object is active:
+        raise the sentence where the kind knows why (by default it does not, and the lifecycle explains the
+        refusal)."""
 
     def after_delete(self, client: TogetherRL, ident: str, force: bool) -> Callable[[], None]:
         """Called before a delete's stop; what it returns runs after it (a forced stop logs what it ended)."""

@@ -40,16 +40,17 @@ from typing import TYPE_CHECKING
 from .. import stopping
 from ..client import errors
 from ..client.collections import Obj, Req
-from ..messages import UserError, explain, format_elapsed, log
+from ..messages import UserError, WaitTimeout, command, explain, format_elapsed, log
 from ..ownership import transaction
 from ..waiting import NOTHING, NoAnswerYet, Nothing, wait_for
-from . import process, secrecy, watch
-from .inputs import Diff, changed_keys, diff_inputs, pick
+from . import deadline, process, secrecy, watch
+from .inputs import Diff, changed_keys, diff_inputs, iso, pick
 from .keys import OWNER_KEY, SECRETS_KEY
 from .kind import Kind, Props, State
 
 if TYPE_CHECKING:
     from ..client.api import TogetherRL
+    from ..client.errors import ApiError
 
 NOT_FOUND_GRACE = 60.0
 """Seconds after a create during which a 404 for the new object means "not visible yet" (read-after-write lag
@@ -59,6 +60,12 @@ STOP_PERSIST_WINDOW = 120.0
 """Seconds a stop after a failed create keeps trying through 429s, 5xx and connection failures (the failure
 it cleans up after is often the same outage): long enough for a typical blip, bounded so a dead API still
 ends the command with the id to stop by hand."""
+
+DEADLINE_HELD_TODO = (
+    "Give them a stop_after no later than this one's (`reap --stop` stops the sessions a stack holds before "
+    "their model resource), or set force_stop=True"
+)
+"""What to do when what is attached to an object refused its stop at its deadline."""
 
 READ_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 """Pauses (seconds) between the GETs of a young object that answers 404 on refresh."""
@@ -85,10 +92,24 @@ class Found:
 
 
 def diff(kind: Kind[Obj, Req], olds: Props, news: Props) -> Diff:
-    """Over the declared inputs only, from the kind's tables; no HTTP."""
-    return diff_inputs(
+    """Over the declared inputs, from the kind's tables, and the state's deadline (:mod:`.deadline`, on this
+    machine's clock); no HTTP. A moved deadline is an update while it is ahead, a replacement once it has passed
+    (a new object with the new one); an object the state shows running past its deadline is an update (which
+    stops it)."""
+    found = diff_inputs(
         olds, news, replace_on_changes=kind.replace_on_changes, update_in_place=kind.update_in_place
     )
+    now = deadline.now()
+    if deadline.INPUT in found.changed and (deadline.passed(olds, now) or deadline.stopped_at(olds)):
+        return Diff(True, [*found.replaces, deadline.INPUT], found.changed)
+    if not found.changes and deadline.due(olds, now, _ended(kind)):
+        return Diff(True, [], [deadline.INPUT])
+    return found
+
+
+def _ended(kind: Kind[Obj, Req]) -> frozenset[str]:
+    """The short names of the kind's ended statuses, as the state records them."""
+    return frozenset(status.short for status in kind.collection.ended)
 
 
 # ---------------------------------------------------------------------------------------------- create
@@ -107,9 +128,17 @@ def create(kind: Kind[Obj, Req], props: Props, *, timeout: float | None = None) 
             doing = "adopting" if inputs.get("adopt_id") else exc.doing
             raise UserError(doing, exc.kind, subject, exc.cause, exc.todo) from None
 
-        def settle(obj: Obj) -> Made:  # the wait for the target, the kind's keep, the state
-            ready = kind.keep(client, obj.id, inputs, _wait_target(kind, client, obj, limit))
-            return Made(ready.id, kind.to_outputs(inputs, ready))
+        at = deadline.moment(inputs, None)  # a time: known before the object exists
+        if at is not None and at <= process.api_now(client):
+            raise UserError("creating", kind.name, subject, f"its deadline, {deadline.words(inputs)}, has passed",
+                            "Move stop_after later, or remove the declaration")  # fmt: skip
+
+        def settle(obj: Obj) -> Made:  # the wait for the target (or the deadline), the kind's keep, the state
+            ready = _wait_target(kind, client, obj, limit, deadline.moment(inputs, obj.created_at), inputs)
+            if ready.status != kind.target:  # stopped at its deadline: in the state, stopped
+                return Made(ready.id, _outputs(kind, inputs, ready, stopped=True))
+            ready = kind.keep(client, obj.id, inputs, ready)
+            return Made(ready.id, _outputs(kind, inputs, ready))
 
         body = secrecy.redacted(kind.to_request(inputs).to_wire(), inputs)  # as the create journal holds it
         return transaction.create(kind, client, inputs, body, subject, settle)
@@ -124,19 +153,40 @@ def _limit(default: float, inputs: Props, custom: float | None, operation: str) 
     return float(inputs.get(f"{operation}_timeout") or default), f"{operation}_timeout"
 
 
-def _wait_target(kind: Kind[Obj, Req], client: TogetherRL, first: Obj, limit: tuple[float, str]) -> Obj:
-    """Wait for the kind's target status, from ``first`` (the create's answer, or the adopted object as read)."""
-    ready = wait(
-        client,
-        kind,
-        first.id,
-        first=first,
-        done=lambda obj: obj is not None and obj.status == kind.target,
-        failed=lambda obj: obj is None or obj.status in kind.failed,
-        timeout=limit[0],
-        not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
-        limit=limit[1],
-    )
+def _wait_target(
+    kind: Kind[Obj, Req],
+    client: TogetherRL,
+    first: Obj,
+    limit: tuple[float, str],
+    at: datetime | None,
+    inputs: Props,
+) -> Obj:
+    """Wait for the kind's target status, from ``first`` (the create's answer, or the adopted object as read),
+    for the setting's time or until the deadline ``at`` (on the API's clock), whichever comes first. Reached at
+    the deadline: the object is stopped, and returned as the stop left it."""
+    timeout, setting = limit
+    left = None if at is None else (at - process.api_now(client)).total_seconds()
+    if left is not None and left < timeout:
+        timeout, setting = max(left, 0.0), deadline.words(inputs)
+    try:
+        ready = wait(
+            client,
+            kind,
+            first.id,
+            first=first,
+            done=lambda obj: obj is not None and obj.status == kind.target,
+            failed=lambda obj: obj is None or obj.status in kind.failed,
+            timeout=timeout,
+            not_found_grace=NOT_FOUND_GRACE,  # a 404 just after the POST can be read-after-write lag
+            limit=setting,
+        )
+    except WaitTimeout:
+        if setting != deadline.words(inputs):
+            raise
+        assert at is not None
+        log(f"{kind.name} {first.id}: not {kind.target.short} by its deadline, {deadline.words(inputs)} "
+            f"({iso(at)}): stopping it")  # fmt: skip
+        return _stop_at_deadline(kind, client, first.id, inputs, at) or first
     assert ready is not None  # done() holds only for an object
     return ready
 
@@ -168,6 +218,19 @@ def _read(kind: Kind[Obj, Req], ident: str, props: Props) -> Found | None:
         )
         raise UserError("reading", kind.name, ident, state, _check_the_id(kind))
     keys = kind.input_keys
+    at = deadline.passed(props, process.api_now(client))
+    if at is not None and (live is None or live.status in kind.collection.ended):
+        state = "not found" if live is None else live.status.short
+        log(f"{kind.name} {ident} is {state} and its deadline, {deadline.words(props)} ({iso(at)}), has passed: "
+            "keeping it in the state, stopped (the next `pulumi up` does not re-create it; move stop_after to "
+            "start a new one)")  # fmt: skip
+        stopped = {**props, deadline.STOP_REASON: deadline.REASON}
+        if live is not None:
+            stopped = {**_outputs(kind, pick(props, keys), live, stopped=True)}
+        return Found(ident, stopped, {k: props[k] for k in keys if k in props})
+    if at is not None and live is not None:
+        log(f"{kind.name} {ident} is {live.status.short} past its deadline, {deadline.words(props)} ({iso(at)}): "
+            f"the next `pulumi up` stops it, or `{command('reap --stop')}`")  # fmt: skip
     if live is None and young(props):
         log(
             f"{kind.name} {ident}: the API answers 404 for it, but it was created "
@@ -183,7 +246,7 @@ def _read(kind: Kind[Obj, Req], ident: str, props: Props) -> Found | None:
         return None
     if props.get(kind.required) is None:  # `.get()`: nothing declared, describe what exists
         inputs = kind.inputs_from_api(live)
-        return Found(ident, kind.to_outputs(inputs, live), inputs)
+        return Found(ident, kind.to_outputs(inputs, live), inputs)  # nothing declared: no deadline
     inputs = kind.read_inputs(pick(props, keys), live)
     try:
         live = kind.keep(client, ident, inputs, live)
@@ -195,7 +258,7 @@ def _read(kind: Kind[Obj, Req], ident: str, props: Props) -> Found | None:
         # but stored with the inputs. Rebuilt from these outputs, they would be dropped at every refresh (and
         # the price asked for again at every preview): the stored inputs stay as they are.
         return Found(ident, kind.steady(props, kind.to_outputs(inputs, live)), None)
-    return Found(ident, kind.steady(props, kind.to_outputs(inputs, live)), inputs)
+    return Found(ident, kind.steady(props, _outputs(kind, inputs, live)), inputs)
 
 
 def _check_the_id(kind: Kind[Obj, Req]) -> str:
@@ -230,11 +293,22 @@ def _update(kind: Kind[Obj, Req], ident: str, olds: Props, news: Props) -> State
     if immutable:
         raise UserError("updating", kind.name, ident, f"{', '.join(immutable)} cannot change in place", f"Replace the {kind.name}")  # fmt: skip
     inputs = pick(news, kind.input_keys)
+    created = olds.get("created_at")
+    at = deadline.moment(news, created)
+    stop = at is not None and at <= deadline.now() and not deadline.stopped_at(olds)
+    stop = stop and olds.get("status") not in _ended(kind)  # the diff's rule: a deadline reached running
     body = kind.patch(olds, news)
     kept = changed_keys(olds, news, kind.kept_by)
-    if not body and not kept:
-        return {**inputs, **{k: v for k, v in olds.items() if k in kind.output_keys}}
+    carried = {k: v for k, v in olds.items() if k in kind.output_keys and k not in deadline.OUTPUTS}
+    if not body and not kept and not stop:
+        return {**inputs, **carried, **deadline.outputs(news, created, deadline.stopped_at(olds))}
     client = process.api_client("updating", kind.name, ident)
+    if stop:
+        assert at is not None
+        last = _stop_at_deadline(kind, client, ident, inputs, at)
+        if last is None:  # 404: what the state knew of it, stopped
+            return {**inputs, **carried, **deadline.outputs(news, created, stopped=True)}
+        return _outputs(kind, inputs, last, stopped=last.status in kind.collection.ended)
     try:
         updated = kind.collection.patch(client, ident, body) if body else kind.collection.get(client, ident)
     except Exception as exc:
@@ -244,7 +318,7 @@ def _update(kind: Kind[Obj, Req], ident: str, olds: Props, news: Props) -> State
             updated = kind.keep(client, ident, inputs, updated)
         except Exception as exc:
             raise UserError("updating", kind.name, ident, _keep_failed(kind, exc), explain(exc)[1]) from exc
-    return kind.to_outputs(inputs, updated)
+    return _outputs(kind, inputs, updated)
 
 
 def _keep_failed(kind: Kind[Obj, Req], exc: Exception) -> str:
@@ -262,11 +336,60 @@ def delete(kind: Kind[Obj, Req], ident: str, props: Props, *, timeout: float | N
 
 
 def _delete(kind: Kind[Obj, Req], ident: str, props: Props, timeout: float | None) -> None:
-    name, collection = kind.name, kind.collection
     force = kind.force(props)
-    client = process.api_client("deleting", name, ident)
+    client = process.api_client("deleting", kind.name, ident)
     finish = kind.after_delete(client, ident, force)
-    timeout, setting = _limit(kind.delete_timeout, props, timeout, "delete")
+    limit = _limit(kind.delete_timeout, props, timeout, "delete")
+    refused = _stop_and_wait(kind, client, ident, props, limit, "deleting", force)
+    if refused is not None:
+        kind.refused(client, ident, refused, force)  # raises where the kind knows why
+        raise UserError("deleting", kind.name, ident, *explain(refused, "deleting")) from refused
+    finish()
+
+
+def _stop_at_deadline(
+    kind: Kind[Obj, Req], client: TogetherRL, ident: str, inputs: Props, at: datetime
+) -> Obj | None:
+    """Stop an object whose deadline ``at`` has come (an update of one the state shows running past it, a create
+    whose wait reached it), and wait until it holds nothing; the object as the stop left it (None: 404). A stop
+    the API refuses (a model resource with sessions attached that are not forced) is a warning: the object is
+    returned as it is, still due, and the next ``up`` (or ``reap``) stops it once what holds it has stopped."""
+    force = kind.force(inputs)
+    limit = _limit(kind.delete_timeout, inputs, None, "delete")
+    log(f"{kind.name} {ident}: its deadline, {deadline.words(inputs)} ({iso(at)}), has passed: stopping it")
+    last: list[Obj | None] = []
+    refused = _stop_and_wait(kind, client, ident, inputs, limit, "stopping", force, seen=last.append)
+    if refused is not None:
+        cause, todo = explain(refused, "stopping")
+        try:
+            kind.refused(client, ident, refused, force)
+        except (
+            UserError
+        ) as exc:  # the kind knows why (sessions attached): its cause, and what a deadline needs
+            cause, todo = exc.cause, DEADLINE_HELD_TODO
+        log(f"warning: stopping {kind.name} ({ident}) at its deadline: {cause.rstrip('.')}. {todo}. It is still "
+            "running: the next `pulumi up` (or `reap --stop`) stops it once nothing holds it")  # fmt: skip
+        return kind.find(client, ident)
+    log(f"{kind.name} {ident}: stopped at its deadline ({deadline.words(inputs)})")
+    return last[-1] if last else None
+
+
+def _stop_and_wait(
+    kind: Kind[Obj, Req],
+    client: TogetherRL,
+    ident: str,
+    props: Props,
+    limit: tuple[float, str],
+    doing: str,
+    force: bool,
+    seen: Callable[[Obj | None], None] = lambda obj: None,
+) -> ApiError | None:
+    """Stop (through an outage; a refusal judged by the object's state) and wait until the object holds nothing,
+    sending the stop again if it did not take: a delete's, and a deadline's. ``seen`` gets the last observation.
+    Returns the API's refusal when it refused a stop of an active object (the caller says why); raises
+    :class:`UserError` for anything else that failed."""
+    name, collection = kind.name, kind.collection
+    timeout, setting = limit
     try:
         outcome = stopping.stop(
             collection,
@@ -278,34 +401,34 @@ def _delete(kind: Kind[Obj, Req], ident: str, props: Props, timeout: float | Non
             young=young(props),
         )
     except Exception as exc:
-        cause, todo = explain(exc, "deleting")
+        cause, todo = explain(exc, doing)
         if errors.is_transient(exc):  # an outage that outlasted the window the setting gives
             cause, todo = (
                 f"{cause}, through all of {setting} ({format_elapsed(timeout)})",
                 (f"Run the command again once the API answers, or raise {setting}"),
             )
-        raise UserError("deleting", name, ident, cause, todo) from exc
+        raise UserError(doing, name, ident, cause, todo) from exc
     if outcome.outcome == stopping.NOT_FOUND_YET:
         # It may exist and bill; calling it gone would let delete-before-replace make the replacement beside it.
-        raise UserError("deleting", name, ident, f"stopping it answered 404 (not found) for several seconds, but "
+        raise UserError(doing, name, ident, f"stopping it answered 404 (not found) for several seconds, but "
                         f"it was created {format_elapsed(age_of(props) or 0)} ago, so it may still exist "
                         "(read-after-write lag)", "Run the command again in a minute")  # fmt: skip
     if outcome.outcome == stopping.ENDED:
+        seen(outcome.last)
         if outcome.error is None:
             log(f"{name} {ident}: already gone")
         else:
             state = "not found" if outcome.last is None else outcome.last.status.short
             log(f"{name} {ident}: the API refused the stop (HTTP {outcome.error.status}) because it is already {state}: done")  # fmt: skip
-        return
+        return None
     if outcome.outcome == stopping.REFUSED:
         assert outcome.error is not None
-        kind.refused(client, ident, outcome.error, force)  # raises where the kind knows why
-        raise UserError("deleting", name, ident, *explain(outcome.error, "deleting")) from outcome.error
+        return outcome.error
     if outcome.error is not None:
         assert outcome.last is not None  # refused for an object already stopping: as read after the refusal
         log(f"{name} {ident}: the API refused the stop (HTTP {outcome.error.status}): it is {outcome.last.status.short} already")  # fmt: skip
     try:
-        wait(
+        ended = wait(
             client,
             kind,
             ident,
@@ -318,9 +441,10 @@ def _delete(kind: Kind[Obj, Req], ident: str, props: Props, timeout: float | Non
         )
     except Exception as exc:
         raise UserError(
-            "deleting", name, ident, explain(exc, "deleting")[0], kind.still_held.format(setting=setting)
+            doing, name, ident, explain(exc, doing)[0], kind.still_held.format(setting=setting)
         ) from exc
-    finish()
+    seen(ended)
+    return None
 
 
 # ----------------------------------------------------------------------------------------------- parts
@@ -356,6 +480,11 @@ def wait(
             sleep=lambda seconds: None,  # the watcher paces: fetch blocks until its next tick
             limit=limit,
         )
+
+
+def _outputs(kind: Kind[Obj, Req], inputs: Props, obj: Obj, *, stopped: bool = False) -> State:
+    """The kind's state of ``obj``, with its deadline (:data:`.deadline.OUTPUTS`; ``stopped``: stopped at it)."""
+    return {**kind.to_outputs(inputs, obj), **deadline.outputs(inputs, obj.created_at, stopped)}
 
 
 def age_of(props: Props) -> float | None:

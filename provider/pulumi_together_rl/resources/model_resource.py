@@ -140,6 +140,15 @@ class ModelResourceArgs:
     daily. The API never moves an expiry earlier: a time moved back takes effect once the later one passes. At
     this time the resource stops itself (not ``inactive_timeout`` later), unless session activity keeps it.
     Never replaces."""
+    stop_after: pulumi.Input[str] | None
+    """A deadline: this GPU must not run past it. A duration from its creation (``"8h"``, ``"90m"``,
+    ``"1d12h"``; 1 minute to 30 days) or an RFC 3339 time with its zone (``"2026-12-24T18:00:00Z"``, at most 30
+    days ahead); ``keep_ready_until`` may not reach past it. Preview prints it and the most the resource can cost
+    until then. Past it the resource is stopped and stays stopped (``stop_reason``): by ``pulumi up``, by a
+    create still waiting for READY, or by ``python -m pulumi_together_rl reap --stop`` run on a schedule with no
+    other command. Sessions attached to it are not forced (unless ``force_stop``): give them a ``stop_after``
+    no later than this one; ``reap`` stops the sessions its stack holds first. Moving it updates in place while
+    it is ahead, and replaces the resource (a new one, with the new deadline) once it has passed."""
 
     def __init__(
         self,
@@ -155,6 +164,7 @@ class ModelResourceArgs:
         adopt_id: pulumi.Input[str] | None = None,
         max_price_per_hour: pulumi.Input[float] | None = None,
         keep_ready_until: pulumi.Input[str] | None = None,
+        stop_after: pulumi.Input[str] | None = None,
     ) -> None:
         self.base_model = base_model
         self.base_weights_ref = base_weights_ref
@@ -168,6 +178,7 @@ class ModelResourceArgs:
         self.adopt_id = adopt_id
         self.max_price_per_hour = max_price_per_hour
         self.keep_ready_until = keep_ready_until
+        self.stop_after = stop_after
 
 
 class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResource"):
@@ -201,6 +212,12 @@ class ModelResource(pulumi.dynamic.Resource, module="together", name="ModelResou
     """Provider option, as declared."""
     keep_ready_until: pulumi.Output[str | None]
     """Provider option, as declared (see ``expires_at`` for what the API holds)."""
+    stop_after: pulumi.Output[str | None]
+    """The declared deadline (see ``stop_at``)."""
+    stop_at: pulumi.Output[str | None]
+    """The deadline as an RFC 3339 time (a duration counted from ``created_at``); unset without one."""
+    stop_reason: pulumi.Output[str | None]
+    """``"deadline"`` once the resource was stopped at its deadline (it then stays stopped); unset otherwise."""
     owner: pulumi.Output[str]
     """The declaration that made it: ``org/project/stack/name``, from the program. The create journal records
     it, so that only this declaration takes over what an interrupted create of it made. Never causes a diff."""

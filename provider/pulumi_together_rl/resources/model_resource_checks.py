@@ -26,7 +26,7 @@ from pydantic import (
 
 from ..client import errors
 from ..messages import printable
-from . import checks, process
+from . import checks, deadline, process
 from .inputs import (
     ID_MAX,
     NO_CONTROL_CHARACTERS,
@@ -67,6 +67,12 @@ def check(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[dict[str, A
         failures = _check_keep(olds, inputs)
     if not failures:
         inputs, failures = _check_remote(olds, inputs)
+    if not failures:
+        price = inputs.get("price_per_hour")
+        hourly = (
+            (float(price), str(inputs.get("currency") or "USD")) if isinstance(price, (int, float)) else None
+        )
+        failures = checks.deadline(KIND, inputs.get("base_model"), olds, inputs, hourly=hourly)
     return inputs, failures
 
 
@@ -147,6 +153,7 @@ class Inputs(StrictInputs):
     adopt_id: PathId | None = None
     max_price_per_hour: StrictFloat | None = Field(None, gt=0, le=_PRICE_MAX, allow_inf_nan=False)
     keep_ready_until: _Time | None = None
+    stop_after: deadline.StopAfter | None = None
 
 
 HINTS = {
@@ -173,6 +180,7 @@ HINTS = {
     "adopt_id": f"Use the id of an existing model resource (at most {ID_MAX} characters), or leave adopt_id unset",
     "max_price_per_hour": f"Use a price greater than 0 and at most {_PRICE_MAX:.0f} in the estimate's currency "
     "(USD), or leave it unset for no ceiling",
+    "stop_after": deadline.HINT,
     "keep_ready_until": 'Use an RFC 3339 time with its zone, e.g. "2026-12-04T18:00:00Z", at most '
     f"{KEEP_MAX_AHEAD.days} days ahead, or leave it unset to let the resource stop itself after inactive_timeout "
     "idle",

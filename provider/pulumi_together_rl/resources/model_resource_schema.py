@@ -28,7 +28,7 @@ from ..client.models import (
     TrainingSessionStatus,
 )
 from ..messages import UserError, command, log
-from . import process, watch
+from . import deadline, process, watch
 from .inputs import contains_unknown, drop_none_items, iso, pick, short_id
 from .kind import Kind, Props, State
 
@@ -52,8 +52,10 @@ UPDATE_IN_PLACE = (
     "adopt_id",
     "max_price_per_hour",
     "keep_ready_until",
+    "stop_after",
 )
-"""Provider options: they never replace. Only ``keep_ready_until`` calls the API when changed (extend-expiry)."""
+"""Provider options: they never replace (but a passed ``stop_after`` that moves: :func:`.lifecycle.diff`). Only
+``keep_ready_until`` calls the API when changed (extend-expiry), and ``stop_after`` when it has passed."""
 KEPT_BY = ("keep_ready_until",)
 """What :func:`keep` reads: an update that changes it extends the expiry."""
 EXTEND_SECONDS = (60, 86400)
@@ -80,6 +82,7 @@ OUTPUT_KEYS = (
     "effective_lora_enabled",
     "effective_inactive_timeout",
     "effective_base_weights_ref",
+    *deadline.OUTPUTS,
 )
 
 
@@ -185,10 +188,16 @@ class ModelResourceKind(Kind[ModelResource, ModelResourceCreateRequest]):
     def force(self, props: Props) -> bool:
         return bool(props.get("force_stop", config.FORCE_STOP))
 
-    def refused(self, client: TogetherRL, ident: str, refusal: ApiError, force: bool) -> None:
+    def refused(
+        self, client: TogetherRL, ident: str, refusal: ApiError, force: bool, doing: str = "deleting"
+    ) -> None:
         """A refused stop: which refusal it is, we learn from the sessions list, never the message. The engine
-        deletes a stack's sessions before their resource, so sessions still attached are not this stack's."""
+        deletes a stack's sessions before their resource, so sessions still attached at a delete are not this
+        stack's; at a deadline (``doing`` "stopping") they may be."""
         attached = [] if force else sessions_on(client, ident, SESSION_HOLDS_SLOT) or []
+        if attached and doing != "deleting":
+            raise UserError(doing, "model resource", ident, "the API refused to stop it because training "
+                            f"sessions are attached: {', '.join(attached)}") from refusal  # fmt: skip
         if attached:
             raise UserError("deleting", "model resource", ident, "the API refused to stop it because training "
                             f"sessions that this stack does not manage are attached: {', '.join(attached)} (made "

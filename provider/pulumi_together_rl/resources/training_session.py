@@ -129,6 +129,13 @@ class TrainingSessionArgs:
     adopt_id: pulumi.Input[str] | None
     """Provider option: id of an existing CREATING/RUNNING session to take over instead of creating one (at
     most 256 characters)."""
+    stop_after: pulumi.Input[str] | None
+    """A deadline: this session must not run past it. A duration from its creation (``"8h"``, ``"90m"``,
+    ``"1d12h"``; 1 minute to 30 days) or an RFC 3339 time with its zone (``"2026-12-24T18:00:00Z"``, at most 30
+    days ahead). Past it the session is stopped and stays stopped (``stop_reason``): by ``pulumi up``, by a
+    create still waiting for RUNNING, or by ``python -m pulumi_together_rl reap --stop`` run on a schedule with
+    no other command. Its model resource is not stopped. Moving it updates in place while it is ahead, and
+    replaces the session (a new one, with the new deadline) once it has passed."""
 
     def __init__(
         self,
@@ -142,6 +149,7 @@ class TrainingSessionArgs:
         delete_timeout: pulumi.Input[float] | None = None,
         adopt_id: pulumi.Input[str] | None = None,
         model_resource: ModelResource | None = None,
+        stop_after: pulumi.Input[str] | None = None,
     ) -> None:
         self.model_resource = model_resource
         self.model_resources_id = model_resources_id
@@ -153,6 +161,7 @@ class TrainingSessionArgs:
         self.create_timeout = create_timeout
         self.delete_timeout = delete_timeout
         self.adopt_id = adopt_id
+        self.stop_after = stop_after
 
 
 class TrainingSession(pulumi.dynamic.Resource, module="together", name="TrainingSession"):
@@ -176,6 +185,12 @@ class TrainingSession(pulumi.dynamic.Resource, module="together", name="Training
     """Provider option, as declared."""
     adopt_id: pulumi.Output[str | None]
     """Provider option, as declared."""
+    stop_after: pulumi.Output[str | None]
+    """The declared deadline (see ``stop_at``)."""
+    stop_at: pulumi.Output[str | None]
+    """The deadline as an RFC 3339 time (a duration counted from ``created_at``); unset without one."""
+    stop_reason: pulumi.Output[str | None]
+    """``"deadline"`` once the session was stopped at its deadline (it then stays stopped); unset otherwise."""
     status: pulumi.Output[str]
     """Short status: CREATING, RUNNING (after create), STOPPING, STOPPED, ERROR or EXPIRED."""
     step: pulumi.Output[int]

@@ -17,7 +17,7 @@ from pydantic import Field, Strict, StrictBool, StrictFloat, StrictStr, StringCo
 from ..client import errors
 from ..client.collections import MODEL_RESOURCES
 from ..client.models import RESOURCE_GONE, CheckpointType
-from . import checks, process
+from . import checks, deadline, process
 from .inputs import (
     ID_MAX,
     NO_CONTROL_CHARACTERS,
@@ -51,6 +51,9 @@ def check(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[dict[str, A
     inputs, failures = validate_inputs(Inputs, news, required=("model_resources_id",), hints=HINTS)
     if not failures:
         failures = _check_remote(olds, inputs)
+    if not failures:
+        subject = inputs.get("display_name") or inputs.get("model_resources_id")
+        failures = checks.deadline(KIND, subject, olds, inputs)
     return inputs, failures
 
 
@@ -109,9 +112,11 @@ class Inputs(StrictInputs):
     delete_timeout: StrictFloat | None = Field(None, gt=0, le=_TIMEOUT_MAX, allow_inf_nan=False)
     adopt_id: PathId | None = None
     model_resource_spec: _ResourceSpec | None = None
+    stop_after: deadline.StopAfter | None = None
 
 
 HINTS = {
+    "stop_after": deadline.HINT,
     "model_resources_id": "Set model_resource=ModelResource(...) for a resource of this program, or "
     f"model_resources_id to the id of one made elsewhere (at most {ID_MAX} characters)",
     "lora_config": "lora_config takes rank, alpha, dropout, seed and train_unembed",

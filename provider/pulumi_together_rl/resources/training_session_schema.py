@@ -23,12 +23,13 @@ from ..client.models import (
     TrainingSessionCreateRequest,
     TrainingSessionStatus,
 )
+from . import deadline
 from .inputs import drop_none_items, is_unknown, iso, pick, short_id
 from .keys import SPEC_KEY
 from .kind import Kind, Props, State
 
 REPLACE_ON_CHANGES = ("model_resources_id", "lora_config", "resume_from_checkpoint_id", "load_optimizer")
-UPDATE_IN_PLACE = ("display_name", "metadata", "create_timeout", "delete_timeout", "adopt_id")
+UPDATE_IN_PLACE = ("display_name", "metadata", "create_timeout", "delete_timeout", "adopt_id", "stop_after")
 OUTPUT_KEYS = (
     "status",
     "step",
@@ -45,6 +46,7 @@ OUTPUT_KEYS = (
     "latest_inference_checkpoint_id",
     "latest_inference_checkpoint_step",
     "effective_lora_config",
+    *deadline.OUTPUTS,
 )
 WANDB_KEYS = ("entity", "project", "group", "run_id", "run_name", "url")
 

@@ -32,7 +32,8 @@ class ModelResourceArgs:
                  keep_ready_until: pulumi.Input[Optional[_builtins.str]] = None,
                  lora_enabled: pulumi.Input[Optional[_builtins.bool]] = None,
                  max_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
-                 optimizer_config: pulumi.Input[Optional['OptimizerConfigArgs']] = None):
+                 optimizer_config: pulumi.Input[Optional['OptimizerConfigArgs']] = None,
+                 stop_after: pulumi.Input[Optional[_builtins.str]] = None):
         """
         The set of arguments for constructing a ModelResource resource.
 
@@ -62,6 +63,14 @@ class ModelResourceArgs:
                more than 0 and at most 10000. `pulumi preview` fails when the estimate exceeds it. Never replaces;
                changing it calls no API.
         :param pulumi.Input['OptimizerConfigArgs'] optimizer_config: `{"adam": {}}` (API default) or `{"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_..."}}`.
+        :param pulumi.Input[_builtins.str] stop_after: A deadline: this GPU must not run past it. A duration from its creation (`"8h"`, `"90m"`,
+               `"1d12h"`; 1 minute to 30 days) or an RFC 3339 time with its zone (`"2026-12-24T18:00:00Z"`, at most 30
+               days ahead); `keep_ready_until` may not reach past it. Preview prints it and the most the resource can cost
+               until then. Past it the resource is stopped and stays stopped (`stop_reason`): by `pulumi up`, by a
+               create still waiting for READY, or by `python -m pulumi_together_rl reap --stop` run on a schedule with no
+               other command. Sessions attached to it are not forced (unless `force_stop`): give them a `stop_after`
+               no later than this one; `reap` stops the sessions its stack holds first. Moving it updates in place while
+               it is ahead, and replaces the resource (a new one, with the new deadline) once it has passed.
         """
         pulumi.set(__self__, "base_model", base_model)
         if adopt_id is not None:
@@ -86,6 +95,8 @@ class ModelResourceArgs:
             pulumi.set(__self__, "max_price_per_hour", max_price_per_hour)
         if optimizer_config is not None:
             pulumi.set(__self__, "optimizer_config", optimizer_config)
+        if stop_after is not None:
+            pulumi.set(__self__, "stop_after", stop_after)
 
     @_builtins.property
     @pulumi.getter(name="baseModel")
@@ -245,6 +256,25 @@ class ModelResourceArgs:
     def optimizer_config(self, value: pulumi.Input[Optional['OptimizerConfigArgs']]):
         pulumi.set(self, "optimizer_config", value)
 
+    @_builtins.property
+    @pulumi.getter(name="stopAfter")
+    def stop_after(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        A deadline: this GPU must not run past it. A duration from its creation (`"8h"`, `"90m"`,
+        `"1d12h"`; 1 minute to 30 days) or an RFC 3339 time with its zone (`"2026-12-24T18:00:00Z"`, at most 30
+        days ahead); `keep_ready_until` may not reach past it. Preview prints it and the most the resource can cost
+        until then. Past it the resource is stopped and stays stopped (`stop_reason`): by `pulumi up`, by a
+        create still waiting for READY, or by `python -m pulumi_together_rl reap --stop` run on a schedule with no
+        other command. Sessions attached to it are not forced (unless `force_stop`): give them a `stop_after`
+        no later than this one; `reap` stops the sessions its stack holds first. Moving it updates in place while
+        it is ahead, and replaces the resource (a new one, with the new deadline) once it has passed.
+        """
+        return pulumi.get(self, "stop_after")
+
+    @stop_after.setter
+    def stop_after(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "stop_after", value)
+
 
 @pulumi.type_token("together-rl:index:ModelResource")
 class ModelResource(pulumi.CustomResource):
@@ -264,6 +294,7 @@ class ModelResource(pulumi.CustomResource):
                  lora_enabled: pulumi.Input[Optional[_builtins.bool]] = None,
                  max_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
                  optimizer_config: pulumi.Input[Optional[Union['OptimizerConfigArgs', 'OptimizerConfigArgsDict', 'outputs.OptimizerConfig']]] = None,
+                 stop_after: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
         """
         A Together RL model resource. Type token `pulumi-python:dynamic/together:ModelResource`.
@@ -301,6 +332,14 @@ class ModelResource(pulumi.CustomResource):
                more than 0 and at most 10000. `pulumi preview` fails when the estimate exceeds it. Never replaces;
                changing it calls no API.
         :param pulumi.Input[Union['OptimizerConfigArgs', 'OptimizerConfigArgsDict', 'outputs.OptimizerConfig']] optimizer_config: `{"adam": {}}` (API default) or `{"muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_..."}}`.
+        :param pulumi.Input[_builtins.str] stop_after: A deadline: this GPU must not run past it. A duration from its creation (`"8h"`, `"90m"`,
+               `"1d12h"`; 1 minute to 30 days) or an RFC 3339 time with its zone (`"2026-12-24T18:00:00Z"`, at most 30
+               days ahead); `keep_ready_until` may not reach past it. Preview prints it and the most the resource can cost
+               until then. Past it the resource is stopped and stays stopped (`stop_reason`): by `pulumi up`, by a
+               create still waiting for READY, or by `python -m pulumi_together_rl reap --stop` run on a schedule with no
+               other command. Sessions attached to it are not forced (unless `force_stop`): give them a `stop_after`
+               no later than this one; `reap` stops the sessions its stack holds first. Moving it updates in place while
+               it is ahead, and replaces the resource (a new one, with the new deadline) once it has passed.
         """
         ...
     @overload
@@ -343,6 +382,7 @@ class ModelResource(pulumi.CustomResource):
                  lora_enabled: pulumi.Input[Optional[_builtins.bool]] = None,
                  max_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
                  optimizer_config: pulumi.Input[Optional[Union['OptimizerConfigArgs', 'OptimizerConfigArgsDict', 'outputs.OptimizerConfig']]] = None,
+                 stop_after: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
         opts = pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
         if not isinstance(opts, pulumi.ResourceOptions):
@@ -366,6 +406,7 @@ class ModelResource(pulumi.CustomResource):
             __props__.__dict__["lora_enabled"] = lora_enabled
             __props__.__dict__["max_price_per_hour"] = max_price_per_hour
             __props__.__dict__["optimizer_config"] = optimizer_config
+            __props__.__dict__["stop_after"] = stop_after
             __props__.__dict__["created_at"] = None
             __props__.__dict__["created_by"] = None
             __props__.__dict__["currency"] = None
@@ -380,6 +421,8 @@ class ModelResource(pulumi.CustomResource):
             __props__.__dict__["price_per_hour"] = None
             __props__.__dict__["queue_position"] = None
             __props__.__dict__["status"] = None
+            __props__.__dict__["stop_at"] = None
+            __props__.__dict__["stop_reason"] = None
             __props__.__dict__["updated_at"] = None
         super(ModelResource, __self__).__init__(
             'together-rl:index:ModelResource',
@@ -429,6 +472,9 @@ class ModelResource(pulumi.CustomResource):
         __props__.__dict__["price_per_hour"] = None
         __props__.__dict__["queue_position"] = None
         __props__.__dict__["status"] = None
+        __props__.__dict__["stop_after"] = None
+        __props__.__dict__["stop_at"] = None
+        __props__.__dict__["stop_reason"] = None
         __props__.__dict__["updated_at"] = None
         return ModelResource(resource_name, opts=opts, __props__=__props__)
 
@@ -648,6 +694,30 @@ class ModelResource(pulumi.CustomResource):
         Short status: PENDING, CREATING, READY (after create), STOPPING, STOPPED or ERROR.
         """
         return pulumi.get(self, "status")
+
+    @_builtins.property
+    @pulumi.getter(name="stopAfter")
+    def stop_after(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The declared deadline (see `stop_at`).
+        """
+        return pulumi.get(self, "stop_after")
+
+    @_builtins.property
+    @pulumi.getter(name="stopAt")
+    def stop_at(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The deadline as an RFC 3339 time (a duration counted from `created_at`); unset without one.
+        """
+        return pulumi.get(self, "stop_at")
+
+    @_builtins.property
+    @pulumi.getter(name="stopReason")
+    def stop_reason(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        `"deadline"` once the resource was stopped at its deadline (it then stays stopped); unset otherwise.
+        """
+        return pulumi.get(self, "stop_reason")
 
     @_builtins.property
     @pulumi.getter(name="updatedAt")

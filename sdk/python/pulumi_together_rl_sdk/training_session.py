@@ -29,7 +29,8 @@ class TrainingSessionArgs:
                  load_optimizer: pulumi.Input[Optional[_builtins.bool]] = None,
                  lora_config: pulumi.Input[Optional['LoraConfigArgs']] = None,
                  metadata: pulumi.Input[Optional['SessionMetadataArgs']] = None,
-                 resume_from_checkpoint_id: pulumi.Input[Optional[_builtins.str]] = None):
+                 resume_from_checkpoint_id: pulumi.Input[Optional[_builtins.str]] = None,
+                 stop_after: pulumi.Input[Optional[_builtins.str]] = None):
         """
         The set of arguments for constructing a TrainingSession resource.
 
@@ -47,6 +48,12 @@ class TrainingSessionArgs:
         :param pulumi.Input['LoraConfigArgs'] lora_config: LoRA settings `{rank, alpha, dropout, seed, train_unembed}`; LoRA resources only. Replaces.
         :param pulumi.Input['SessionMetadataArgs'] metadata: `{"wandb": {entity, project, group, run_id, run_name, url}}`. Updates in place; a removed key is cleared.
         :param pulumi.Input[_builtins.str] resume_from_checkpoint_id: Start from this checkpoint (its id, at most 256 characters). Replaces.
+        :param pulumi.Input[_builtins.str] stop_after: A deadline: this session must not run past it. A duration from its creation (`"8h"`, `"90m"`,
+               `"1d12h"`; 1 minute to 30 days) or an RFC 3339 time with its zone (`"2026-12-24T18:00:00Z"`, at most 30
+               days ahead). Past it the session is stopped and stays stopped (`stop_reason`): by `pulumi up`, by a
+               create still waiting for RUNNING, or by `python -m pulumi_together_rl reap --stop` run on a schedule with
+               no other command. Its model resource is not stopped. Moving it updates in place while it is ahead, and
+               replaces the session (a new one, with the new deadline) once it has passed.
         """
         pulumi.set(__self__, "model_resources_id", model_resources_id)
         if adopt_id is not None:
@@ -65,6 +72,8 @@ class TrainingSessionArgs:
             pulumi.set(__self__, "metadata", metadata)
         if resume_from_checkpoint_id is not None:
             pulumi.set(__self__, "resume_from_checkpoint_id", resume_from_checkpoint_id)
+        if stop_after is not None:
+            pulumi.set(__self__, "stop_after", stop_after)
 
     @_builtins.property
     @pulumi.getter(name="modelResourcesId")
@@ -179,6 +188,23 @@ class TrainingSessionArgs:
     def resume_from_checkpoint_id(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "resume_from_checkpoint_id", value)
 
+    @_builtins.property
+    @pulumi.getter(name="stopAfter")
+    def stop_after(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        A deadline: this session must not run past it. A duration from its creation (`"8h"`, `"90m"`,
+        `"1d12h"`; 1 minute to 30 days) or an RFC 3339 time with its zone (`"2026-12-24T18:00:00Z"`, at most 30
+        days ahead). Past it the session is stopped and stays stopped (`stop_reason`): by `pulumi up`, by a
+        create still waiting for RUNNING, or by `python -m pulumi_together_rl reap --stop` run on a schedule with
+        no other command. Its model resource is not stopped. Moving it updates in place while it is ahead, and
+        replaces the session (a new one, with the new deadline) once it has passed.
+        """
+        return pulumi.get(self, "stop_after")
+
+    @stop_after.setter
+    def stop_after(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "stop_after", value)
+
 
 @pulumi.type_token("together-rl:index:TrainingSession")
 class TrainingSession(pulumi.CustomResource):
@@ -195,6 +221,7 @@ class TrainingSession(pulumi.CustomResource):
                  metadata: pulumi.Input[Optional[Union['SessionMetadataArgs', 'SessionMetadataArgsDict', 'outputs.SessionMetadata']]] = None,
                  model_resources_id: pulumi.Input[Optional[_builtins.str]] = None,
                  resume_from_checkpoint_id: pulumi.Input[Optional[_builtins.str]] = None,
+                 stop_after: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
         """
         A Together RL training session. Type token `pulumi-python:dynamic/together:TrainingSession`.
@@ -223,6 +250,12 @@ class TrainingSession(pulumi.CustomResource):
         :param pulumi.Input[_builtins.str] model_resources_id: The id of an existing model resource made outside this program (at most 256 characters). Preview checks
                it exists and is active. Replaces.
         :param pulumi.Input[_builtins.str] resume_from_checkpoint_id: Start from this checkpoint (its id, at most 256 characters). Replaces.
+        :param pulumi.Input[_builtins.str] stop_after: A deadline: this session must not run past it. A duration from its creation (`"8h"`, `"90m"`,
+               `"1d12h"`; 1 minute to 30 days) or an RFC 3339 time with its zone (`"2026-12-24T18:00:00Z"`, at most 30
+               days ahead). Past it the session is stopped and stays stopped (`stop_reason`): by `pulumi up`, by a
+               create still waiting for RUNNING, or by `python -m pulumi_together_rl reap --stop` run on a schedule with
+               no other command. Its model resource is not stopped. Moving it updates in place while it is ahead, and
+               replaces the session (a new one, with the new deadline) once it has passed.
         """
         ...
     @overload
@@ -265,6 +298,7 @@ class TrainingSession(pulumi.CustomResource):
                  metadata: pulumi.Input[Optional[Union['SessionMetadataArgs', 'SessionMetadataArgsDict', 'outputs.SessionMetadata']]] = None,
                  model_resources_id: pulumi.Input[Optional[_builtins.str]] = None,
                  resume_from_checkpoint_id: pulumi.Input[Optional[_builtins.str]] = None,
+                 stop_after: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
         opts = pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
         if not isinstance(opts, pulumi.ResourceOptions):
@@ -285,6 +319,7 @@ class TrainingSession(pulumi.CustomResource):
                 raise TypeError("Missing required property 'model_resources_id'")
             __props__.__dict__["model_resources_id"] = model_resources_id
             __props__.__dict__["resume_from_checkpoint_id"] = resume_from_checkpoint_id
+            __props__.__dict__["stop_after"] = stop_after
             __props__.__dict__["base_model"] = None
             __props__.__dict__["created_at"] = None
             __props__.__dict__["created_by"] = None
@@ -299,6 +334,8 @@ class TrainingSession(pulumi.CustomResource):
             __props__.__dict__["policy_state"] = None
             __props__.__dict__["status"] = None
             __props__.__dict__["step"] = None
+            __props__.__dict__["stop_at"] = None
+            __props__.__dict__["stop_reason"] = None
             __props__.__dict__["training_checkpoints"] = None
             __props__.__dict__["updated_at"] = None
         super(TrainingSession, __self__).__init__(
@@ -346,6 +383,9 @@ class TrainingSession(pulumi.CustomResource):
         __props__.__dict__["resume_from_checkpoint_id"] = None
         __props__.__dict__["status"] = None
         __props__.__dict__["step"] = None
+        __props__.__dict__["stop_after"] = None
+        __props__.__dict__["stop_at"] = None
+        __props__.__dict__["stop_reason"] = None
         __props__.__dict__["training_checkpoints"] = None
         __props__.__dict__["updated_at"] = None
         return TrainingSession(resource_name, opts=opts, __props__=__props__)
@@ -542,6 +582,30 @@ class TrainingSession(pulumi.CustomResource):
         Optimizer-step counter, as of the last create/update/refresh.
         """
         return pulumi.get(self, "step")
+
+    @_builtins.property
+    @pulumi.getter(name="stopAfter")
+    def stop_after(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The declared deadline (see `stop_at`).
+        """
+        return pulumi.get(self, "stop_after")
+
+    @_builtins.property
+    @pulumi.getter(name="stopAt")
+    def stop_at(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The deadline as an RFC 3339 time (a duration counted from `created_at`); unset without one.
+        """
+        return pulumi.get(self, "stop_at")
+
+    @_builtins.property
+    @pulumi.getter(name="stopReason")
+    def stop_reason(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        `"deadline"` once the session was stopped at its deadline (it then stays stopped); unset otherwise.
+        """
+        return pulumi.get(self, "stop_reason")
 
     @_builtins.property
     @pulumi.getter(name="trainingCheckpoints")
