@@ -751,6 +751,10 @@ def world(emulator, emulator_server, monkeypatch) -> World:
     made.close()
 
 
+# Release tier for now: under `make check`'s six workers on two cores it took minutes and hit the emulator's read
+# timeout (a FlakyFailure), and the CPU it takes made timing tests beside it fail. Back to the check tier once its
+# per-step cost is cut (see the report of the branch i32-model).
+@pytest.mark.release
 def test_the_journal_protocol_holds_over_random_runs(world):
     stats = run(world, "check")
     assert stats["steps"] > 0 and stats["examples"] > 0
