@@ -28,11 +28,12 @@ A create (:mod:`.transaction`):
    a stale one, a remove, under ``probes/``). Dies after any: a stray probe, no entry, nothing sent. The next run
    POSTs; ``recover`` finds no entry in the stack's journal and clears the pending create (a create writes its
    entry before its POST).
-2. *the entry*, created if absent with the snapshot and the first send, before the POST. Dies after: an entry
-   with a POST window and no id, its lease held by a dead process. The next run waits out the lease (or sees the
-   process gone), takes the entry by compare-and-swap, and looks for the one object made inside that window that
-   no record accounts for: found, taken; none, the entry is kept (its window is past) and a new POST goes out;
-   several, nothing is taken or sent and the error names them.
+2. *the entry*, created if absent with the snapshot and the first send, before the POST (and the send stamped
+   again, a swap, when the store took more than a few seconds to take it: the POST's window must hold what the
+   POST makes). Dies after: an entry with a POST window and no id, its lease held by a dead process. The next run
+   waits out the lease (or sees the process gone), takes the entry by compare-and-swap, and looks for the one
+   object made inside that window that no record accounts for: found, taken; none, the entry is kept (its window
+   is past) and a new POST goes out; several, nothing is taken or sent and the error names them.
 3. *the id*, written into the entry the moment the POST answers. Dies after: the entry names the object; its
    claim is missing. The next run takes it over by id (held to the declaration with the server's defaults
    filled in) and writes the claim.

@@ -46,6 +46,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+SEND_LATE = 5.0
+"""Seconds the journal write before a POST may take before the send is stamped again
+(:meth:`CreateTransaction.sending`): a POST sent later than this after the send its entry records is one whose
+window could miss its object."""
+
+SEND_TRIES = 4
+"""How many slow writes of a send (:data:`SEND_LATE`) :meth:`CreateTransaction.sending` makes before it refuses
+the POST."""
+
 STOP_PERSIST_WINDOW = 120.0
 """Seconds a stop after a failed create keeps trying through 429s, 5xx and connection failures (the failure
 it cleans up after is often the same outage): long enough for a typical blip, bounded so a dead API still
@@ -218,27 +227,44 @@ class CreateTransaction(Generic[Obj, Req]):
 
     def sending(self) -> None:
         """Just before each POST: the entry written (its first write: with the snapshot) with this send, the start
-        of the POST's window. Raises :class:`.journal.Refused` (then the POST is not sent)."""
-        sent = now()
-        if self.held is None:
-            self.held = Holding.begin(
-                self.journal,
-                Entry(
-                    kind=self.kind.name,
-                    base_url=self.declared.base_url,
-                    body=self.declared.body,
-                    owner=self.declared.owner,
-                    backend=self.declared.backend,
-                    backend_location=self.declared.backend_location,
-                    started_at=sent,
-                    state=State.POSTING,
-                    snapshot=self._snapshot,
-                    sends=[sent],
-                    clock_offset=self._offset,
-                ),
-            )
-            return
-        self.held.write(sends=[*self.held.entry.sends, sent], answered_at=None, clock_offset=self._offset)
+        of the POST's window. Raises :class:`.journal.Refused` (then the POST is not sent).
+
+        A write that took longer than :data:`SEND_LATE` (a store slow to answer) is followed by another that
+        stamps the send again: the window of a POST that gets no answer ends :data:`~.records.POST_BOUND` after
+        its last recorded send, and a POST sent a minute after the send it recorded would make its object outside
+        that window, where a later run, its answer lost, would never look for it (and would POST a second one).
+        A store that is that slow :data:`SEND_TRIES` times running refuses the POST."""
+        for _ in range(SEND_TRIES):
+            sent, began = now(), time.monotonic()
+            if self.held is None:
+                self.held = Holding.begin(
+                    self.journal,
+                    Entry(
+                        kind=self.kind.name,
+                        base_url=self.declared.base_url,
+                        body=self.declared.body,
+                        owner=self.declared.owner,
+                        backend=self.declared.backend,
+                        backend_location=self.declared.backend_location,
+                        started_at=sent,
+                        state=State.POSTING,
+                        snapshot=self._snapshot,
+                        sends=[sent],
+                        clock_offset=self._offset,
+                    ),
+                )
+            else:
+                self.held.write(
+                    sends=[*self.held.entry.sends, sent], answered_at=None, clock_offset=self._offset
+                )
+            if time.monotonic() - began <= SEND_LATE:
+                return
+        raise journal.Refused(
+            self.journal.location,
+            f"the journal's store took more than {SEND_LATE:g} s to take each of {SEND_TRIES} writes of this "
+            "create's send, so the POST was not sent (its object could land outside the window its entry records)",
+            "Run the command again once the store answers promptly",
+        )
 
     def answered(self, refused: bool = False) -> None:
         """The POST (and any reconciliation after it) ended without an id: its window is closed; ``refused``: the
