@@ -53,7 +53,6 @@ from pulumi_together_rl.messages import UserError
 from pulumi_together_rl.ownership import journal, leases, records, recovery, transaction
 from pulumi_together_rl.ownership.journal import Journal
 from pulumi_together_rl.ownership.leases import Holding
-from pulumi_together_rl.resources import lifecycle
 from pulumi_together_rl.resources.model_resource_schema import MODEL_RESOURCE
 
 URL = "memory://journal"
@@ -208,7 +207,7 @@ class Proc:
         world = self.world
         world.local.proc = self
         inputs = {"base_model": MODEL, "owner": self.owner}
-        body = lifecycle._journal_body(MODEL_RESOURCE, inputs)
+        body = MODEL_RESOURCE.to_request(inputs).to_wire()
         assert self.client is not None
         try:
             made = transaction.create(MODEL_RESOURCE, self.client, inputs, body, MODEL, self._settle)
