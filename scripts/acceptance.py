@@ -113,11 +113,12 @@ def _run(client, run: acc.Run, plan: acc.Plan, settings: acc.Settings, base_url:
     ledger = acc.Ledger(settings.ledger)
     deadline = run.started + timedelta(seconds=plan.run_seconds())
     work = Path(tempfile.mkdtemp(prefix="together-rl-acceptance-"))
-    # The providers' create journal and Pulumi's home for this run alone (never the user's): this process's stops
-    # and the tests' process share them.
+    # The providers' create journal and Pulumi's home for this run alone (never the user's, nor a team's shared
+    # journal): this process's stops and the tests' process share them.
     os.environ["TOGETHER_RL_STATE_DIR"] = str(work / "state")
     os.environ["PULUMI_HOME"] = str(work / "pulumi-home")
-    os.environ.pop("PULUMI_BACKEND_URL", None)
+    for shared in ("PULUMI_BACKEND_URL", "TOGETHER_RL_JOURNAL_URL"):
+        os.environ.pop(shared, None)
     failed = False
     ledger.start(run, deadline, base_url)
     try:
