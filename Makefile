@@ -9,7 +9,7 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: help uv sync cli sdk dist yaml-host demo check test test-cli test-release typecheck bench chaos lint format importtime clean
+.PHONY: help uv sync cli sdk dist yaml-host demo check test test-cli test-release acceptance typecheck bench chaos lint format importtime clean
 
 help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
@@ -17,6 +17,7 @@ help:
 	@echo "make test        # every tier: check, test-cli, test-release, with each tier's time (what CI runs)"
 	@echo "make test-cli    # the real-CLI scenarios"
 	@echo "make test-release  # upgrades from past releases, generated SDKs, built artifacts, the fault campaign"
+	@echo "make acceptance  # the acceptance tests against the real Together API (TOGETHER_RL_ACC=1 and a key; billed: docs/releasing.md)"
 	@echo "make typecheck   # mypy --strict on a user program against the public Args (tests/typing; part of make test)"
 	@echo "make cli         # provide the pinned Pulumi CLI (scripts/pulumi-cli.sh) and print its folder"
 	@echo "make sdk         # regenerate sdk/python and sdk/nodejs from the plugin's schema (scripts/gen-sdk.sh)"
@@ -73,6 +74,12 @@ test-release: sync
 test: sync
 	@UV="$(UV)" bash scripts/tiers.sh all
 
+# The acceptance tier (docs/releasing.md): acceptance/ against the API of TOGETHER_API_KEY (TOGETHER_BASE_URL, default
+# the real one), only with TOGETHER_RL_ACC=1; priced against TOGETHER_RL_ACC_MAX_USD first, swept before and after.
+# Never part of make test, whose release tier runs it against the emulator (tests/e2e/test_acceptance_tier.py).
+acceptance: sync
+	@$(UV) run --frozen python scripts/acceptance.py
+
 # The typing tests alone (make test runs them too): the package's py.typed and annotations, as a user's mypy sees them.
 typecheck: sync
 	$(UV) run --frozen pytest tests/typing $(PYTEST_ARGS)
@@ -83,12 +90,12 @@ mypy: sync
 	$(UV) run --frozen mypy
 
 lint: sync
-	$(UV) run --frozen ruff check provider harness tests scripts examples
-	$(UV) run --frozen ruff format --check provider harness tests scripts examples
+	$(UV) run --frozen ruff check provider harness tests scripts examples acceptance
+	$(UV) run --frozen ruff format --check provider harness tests scripts examples acceptance
 
 format: sync
-	$(UV) run --frozen ruff format provider harness tests scripts examples
-	$(UV) run --frozen ruff check --fix provider harness tests scripts examples
+	$(UV) run --frozen ruff format provider harness tests scripts examples acceptance
+	$(UV) run --frozen ruff check --fix provider harness tests scripts examples acceptance
 
 bench: sync
 	$(UV) run --frozen python scripts/bench_waits.py

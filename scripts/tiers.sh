@@ -32,8 +32,8 @@ cli() {
 tier() {
     case "$1" in
     check)
-        "${UV[@]}" run --frozen ruff check provider harness tests scripts examples &&
-            "${UV[@]}" run --frozen ruff format --check provider harness tests scripts examples &&
+        "${UV[@]}" run --frozen ruff check provider harness tests scripts examples acceptance &&
+            "${UV[@]}" run --frozen ruff format --check provider harness tests scripts examples acceptance &&
             "${UV[@]}" run --frozen mypy &&
             "${PYTEST[@]}" -m "not cli and not release" -n "${CHECK_WORKERS:-6}" "${EXTRA[@]}"
         ;;
