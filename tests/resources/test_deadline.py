@@ -81,7 +81,9 @@ def test_past_its_deadline_an_up_stops_it_a_refresh_keeps_it_and_moving_the_dead
 
     rig.control.advance(3 * 3600)
     capsys.readouterr()
-    found = _refresh(rig, rig.resources, made.id, made.outs)  # a refresh never stops (a preview writes nothing)
+    found = _refresh(
+        rig, rig.resources, made.id, made.outs
+    )  # a refresh never stops (a preview writes nothing)
     assert found.outs["status"] == "READY" and "stop_reason" not in found.outs
     assert "READY past its deadline, stop_after 2h" in capsys.readouterr().err
     assert rig.client.get_model_resource(made.id).status.short == "READY"
@@ -112,7 +114,9 @@ def test_a_deadline_that_moves_while_ahead_is_an_update_that_calls_nothing(rig, 
     updated = rig.resources.update(made.id, made.outs, news)
     assert rig.control.requests() == []
     assert _time(updated.outs["stop_at"]) == _time(made.outs["created_at"]) + timedelta(hours=5)
-    removed = rig.resources.update(made.id, updated.outs, {k: v for k, v in news.items() if k != "stop_after"})
+    removed = rig.resources.update(
+        made.id, updated.outs, {k: v for k, v in news.items() if k != "stop_after"}
+    )
     assert "stop_at" not in removed.outs and "stop_after" not in removed.outs
 
 
@@ -183,7 +187,10 @@ def test_check_bounds_a_time_deadline_and_a_keep_past_it_and_prints_the_most_it_
     assert checked.failures == []
     price = checked.inputs["price_per_hour"]
     err = capsys.readouterr().err
-    assert f"stop_after 8h, 8.0 h from its creation): at most 8.0 h x {price:.2f} USD/h = {8 * price:.2f} USD" in err
+    assert (
+        f"stop_after 8h, 8.0 h from its creation): at most 8.0 h x {price:.2f} USD/h = {8 * price:.2f} USD"
+        in err
+    )
     # Unchanged, a time that has passed is not judged again: the diff and reap act on it.
     past = {**declared, "stop_after": _at(-60)}
     assert rig.resources.check(past, past).failures == []

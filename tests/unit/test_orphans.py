@@ -1234,5 +1234,8 @@ def test_the_journals_read_are_this_machines_the_variables_each_stacks_setting_a
         (None, ["creates of this machine"]),
         ("file:///srv/journal", ["TOGETHER_RL_JOURNAL_URL"]),
         ("s3://dev-journal/x", ["stack organization/team/dev's together:journalUrl"]),
-        (location.sibling(bucket.url), [f"beside the stacks' state in {location.printable(backend.locate(project).url)}"]),
+        (
+            location.sibling(bucket.url),
+            [f"beside the stacks' state in {location.printable(backend.locate(project).url)}"],
+        ),
     ]
