@@ -40,7 +40,7 @@ def _machine_clock_at(monkeypatch, rig) -> None:
 
 def test_a_create_still_waiting_at_its_deadline_stops_what_it_made_and_keeps_it_stopped(rig, capsys):
     rig.control.configure(timings={"resource_pending": 3600.0})  # a capacity queue longer than the deadline
-    until = _at(3)
+    until = _at(10)  # enough for the check and the POST under a loaded machine; the wait runs out the rest
 
     made = rig.resources.create(
         rig.resources.check({}, {"base_model": MODEL, "owner": OWNER + "gpu", "stop_after": until}).inputs
