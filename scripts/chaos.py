@@ -273,6 +273,8 @@ from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
 from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402
 from pulumi_together_rl.emulator.settings import key_digest  # noqa: E402
 from pulumi_together_rl.ownership import journal, location  # noqa: E402
+from pulumi_together_rl.ownership.journal import Seen  # noqa: E402
+from pulumi_together_rl.ownership.records import Entry, State  # noqa: E402
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider  # noqa: E402
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider  # noqa: E402
 
@@ -413,27 +415,38 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def journal_entries(since: float) -> list[journal.Entry]:
-    """The create journal's entries written since ``since`` (a time.time()), oldest first: the campaign's journal
-    keeps every cycle's records, and the watchers poll it often (reading only files, never taking a lock)."""
-    if os.environ.get(location.ENV_URL):  # a runner cycle: the journal in the cycle's bucket
-        return [
-            e
-            for e in journal.entries(warn=None)
-            if e.modified is None or e.modified.timestamp() >= since - 2  # store time, 1 s resolution
-        ]
-    folder = journal.directory()
-    found = []
+def journal_entries(since: float) -> list[Seen]:
+    """The create journal's entries written since ``since`` (a time.time()), oldest first (the store's clock of
+    their last write): the campaign's journal keeps every cycle's records, and the watchers poll it often.
+
+    Read through the journal's own reader (:meth:`Journal.read`, :meth:`Journal.entries`: the same parse, the same
+    trust rules as the provider's), never by hand. A runner cycle's journal is the cycle's own bucket (a few
+    entries: listed whole). The campaign's folder holds every cycle's entries, and listing it reads every one:
+    only the files whose ``mtime`` is recent are read, as the old reader did, so that the watchers stay cheap."""
+    url = os.environ.get(location.ENV_URL) or None
+    opened = journal.at(url)
+    if url is not None:  # a runner cycle: the journal in the cycle's bucket (store time, 1 s resolution)
+        try:
+            listed = opened.entries(warn=None)
+        except journal.Refused:
+            return []
+        return [s for s in listed if s.modified.timestamp() >= since - 2]
+    keys = []
     try:
-        with os.scandir(folder) as listing:
-            paths = [Path(e.path) for e in listing if e.name.endswith(".json") and e.stat().st_mtime >= since]
-    except OSError:
-        return []
-    for path in paths:
-        loaded = journal.load(path)
-        if isinstance(loaded, journal.Entry):
-            found.append(loaded)
-    return sorted(found, key=lambda e: (e.started_at, e.path.name))
+        with os.scandir(journal.directory() / "entries") as requests:
+            for request in requests:
+                if not request.is_dir(follow_symlinks=False):
+                    continue
+                with os.scandir(request.path) as names:
+                    keys += [
+                        f"entries/{request.name}/{n.name}"
+                        for n in names
+                        if n.name.endswith(".json") and n.stat().st_mtime >= since
+                    ]
+    except OSError:  # no entry yet, or a folder removed meanwhile
+        pass
+    found = [s for s in (opened.read(key, warn=None) for key in keys) if s is not None]
+    return sorted(found, key=lambda s: (s.modified, s.key))
 
 
 def who(digest: str | None) -> str:
@@ -1046,7 +1059,7 @@ class Stack:
         another runner of the same stack."""
         return f"{self.role}:{self.name}" + (f"@runner{self.runner}" if self.runner else "")
 
-    def owns(self, entry: journal.Entry) -> bool:
+    def owns(self, entry: Entry) -> bool:
         """Whether a create journal entry is one of this stack's (its declarations, and its backend)."""
         return f"/{self.name}/" in str(entry.owner) and (
             self.location is None or entry.backend_location == self.location
@@ -1195,7 +1208,7 @@ class CLIDeployment:
     def tag(self) -> str:
         return f"{self.role}:{self.name}"
 
-    def owns(self, entry: journal.Entry) -> bool:
+    def owns(self, entry: Entry) -> bool:
         return f"/{self.name}/" in str(entry.owner) and entry.backend_location == self.location
 
     def held(self) -> dict[str, str]:
@@ -1799,7 +1812,7 @@ class Campaign(CLICampaign):
         the same owner from both stacks, each with its own stack's backend."""
         if not plan.backends:
             return
-        entries = journal_entries(report.since)
+        entries = [s.entry for s in journal_entries(report.since)]
         owners = [{e.owner for e in entries if e.owner and stack.owns(e)} for stack in stacks]
         if owners[0] & owners[1]:
             report.backends_seen = True
@@ -1890,14 +1903,14 @@ class Campaign(CLICampaign):
                     f"is {short(obj['status'])}: the user dismissed the journal entry that named it among "
                     "look-alikes none of which could be proven the stack's",
                 )
-        open_entries = [e for e in journal_entries(0.0) if e.state in ("intent", "posting")]
+        open_entries = [s for s in journal_entries(0.0) if s.entry.state in (State.INTENT, State.POSTING)]
         for digest, tag, ident in sorted(report.named):
             obj = known.get(ident)
             if obj is None or not active(obj) or creators.get(ident) != digest or ident in ids:
                 continue
             if (digest, ident) in report.left_named or ident in report.left:
                 continue
-            entry = next((e for e in open_entries if by_tag[tag].owns(e)), None)
+            entry = next((s for s in open_entries if by_tag[tag].owns(s.entry)), None)
             if entry is not None:  # recorded, named to the user: what a next try would ask them to decide
                 report.find(
                     report.left,
@@ -1905,7 +1918,7 @@ class Campaign(CLICampaign):
                     f"left for the user to decide (not a failure): {kind_of(obj)} {ident}, made by {who(digest)}, "
                     f"is {short(obj['status'])}: the last try's error named it among look-alikes none of which "
                     f"could be proven the stack's, and the create journal still records it (entry "
-                    f"{entry.path.stem}: `journal list` shows it)",
+                    f"{entry.name}: `journal list` shows it)",
                 )
         for obj in objects:
             ident = obj["id"]
@@ -2013,15 +2026,16 @@ class Campaign(CLICampaign):
             with report.lock:
                 report.zombies_seen += 1
         held = set(stack.held().values()) | stack.pending()
-        for entry in journal_entries(killed):  # written since the kill
+        for seen in journal_entries(killed):  # written since the kill
+            entry = seen.entry
             if entry.process is None or entry.process.pid != pid:
                 continue
-            if entry.state == "done" and entry.id not in held:
+            if entry.state == State.DONE and entry.id not in held:
                 report.find(
                     report.unnoticed,
-                    f"{stack.tag}:{entry.path.stem}",
+                    f"{stack.tag}:{seen.name}",
                     f"engine death unnoticed: {stack.label}'s provider (pid {pid}) marked its create of "
-                    f"{entry.kind} {entry.id} done after its engine was killed (entry {entry.path.stem}): the "
+                    f"{entry.kind} {entry.id} done after its engine was killed (entry {seen.name}): the "
                     "answer reached nobody, and the next `pulumi up` cannot take it over",
                 )
             elif entry.note == lifeline.GONE_NOTE and entry.id:
@@ -2312,7 +2326,8 @@ class Killer(threading.Thread):
             if next((r["fired"] for r in control.faults() if r["id"] == self.rule_id), 0):
                 return now - seen.setdefault("post", now) >= KILL_LATENCY / 4
             return False
-        for entry in journal_entries(self.since):
+        for found in journal_entries(self.since):
+            entry = found.entry
             if (
                 entry.kind == JOURNAL_KIND[self.kind]
                 and entry.id is None
@@ -2320,7 +2335,7 @@ class Killer(threading.Thread):
                 and entry.process is not None
                 and entry.process.pid == process.provider_pid
             ):
-                first = seen.setdefault(str(entry.path), now)
+                first = seen.setdefault(found.key, now)
                 if now - first >= KILL_LATENCY / 4:
                     return True
         return False
@@ -2365,11 +2380,11 @@ class Pauser(threading.Thread):
         while not self.stop.is_set():
             process = self.stack.current()
             if process is not None and process.provider_pid is not None:
-                for entry in journal_entries(self.since):
+                for entry in (s.entry for s in journal_entries(self.since)):
                     if (
                         entry.kind == JOURNAL_KIND["resource"]
                         and entry.id is not None
-                        and entry.state != "done"
+                        and entry.state != State.DONE
                         and entry.process is not None
                         and entry.process.pid == process.provider_pid
                     ):
@@ -2426,7 +2441,7 @@ class Colleague(threading.Thread):
         except Exception as exc:  # the colleague's own trouble ends his part, never the cycle
             self.said.append(f"colleague: {type(exc).__name__}: {exc}")
 
-    def ours(self, entry: journal.Entry) -> bool:
+    def ours(self, entry: Entry) -> bool:
         """An entry of one of this cycle's stacks (the journal is the campaign's, across cycles)."""
         return bool(entry.owner) and any(f"/{stack.name}/" in str(entry.owner) for stack in self.stacks)
 
@@ -2436,26 +2451,31 @@ class Colleague(threading.Thread):
         """The body to POST now for that look, or None (not yet)."""
         if trigger == "random":
             return self.declared_body(kind) if time.monotonic() - started >= delay else None
-        entries = [e for e in journal_entries(self.since) if e.kind == JOURNAL_KIND[kind] and self.ours(e)]
+        entries = [
+            s
+            for s in journal_entries(self.since)
+            if s.entry.kind == JOURNAL_KIND[kind] and self.ours(s.entry)
+        ]
         if trigger == "inflight":  # a POST of that request sent, not answered (the colleague reads its body)
-            for entry in entries:
+            for found in entries:
+                entry = found.entry
                 fresh = entry.sends and (utcnow() - max(entry.sends)).total_seconds() < 2
                 if (
-                    entry.state == "posting"
+                    entry.state == State.POSTING
                     and fresh
                     and entry.answered_at is None
                     and entry.id is None
-                    and str(entry.path) not in seen
+                    and found.key not in seen
                 ):
-                    seen.add(str(entry.path))
+                    seen.add(found.key)
                     return dict(entry.body)
             return None
         # "interrupted": just after the kill, the request the killed create was making
         if self.killer is None or not self.killer.fired.is_set():
             return None
         pid = self.killer.stack.killed_pid
-        for entry in entries:
-            if entry.process is not None and entry.process.pid == pid and entry.state != "done":
+        for entry in (s.entry for s in entries):
+            if entry.process is not None and entry.process.pid == pid and entry.state != State.DONE:
                 return dict(entry.body)
         return self.declared_body(kind)
 
@@ -2471,7 +2491,7 @@ class Colleague(threading.Thread):
         }
         bodies = [
             e.body
-            for e in reversed(journal_entries(self.since))
+            for e in (s.entry for s in reversed(journal_entries(self.since)))
             if e.kind == JOURNAL_KIND[kind]
             and self.ours(e)
             and (kind == "resource" or e.body.get("model_resources_id") in ready)
