@@ -27,6 +27,13 @@ What a cycle injects (a random mix, drawn from the cycle's own RNG; probabilitie
   rarely (about 1 cycle in 25, each costing the create's 60 s settle window) an *unanswered* create that did
   not act (502/504/drop); a time-windowed outage of every endpoint (``duration`` 0.5-2 s, ``armed_by`` a
   create being accepted; 503 or 500, so the creates it catches are answered failures);
+* act-then-5xx on session creates (about 1 cycle in 5, from an RNG of its own; every cycle with ``--focus
+  session-act-then-5xx``, then firing on every session POST until its 1-3 times are spent, ahead of the drawn
+  rules): the API makes the session, then answers its own 500 or 503 (the error envelope: an *answered*
+  failure). The create looks once; ``client/reconcile.py``'s ``ANSWERED_LOOKALIKE_RULE`` takes the one session on
+  the stack's own model resource made inside the POST's window (a model resource's look-alike would be named,
+  never taken). ``session creates made, then answered 500/503`` counts them from the request log (any key's,
+  the general act-then-fail rules and the colleague's in-flight one included);
 * ERROR during provisioning (``fail-next`` for the next model resource or session);
 * a create timeout: the resource (or the sessions) declare ``create_timeout: 1`` and provision for 2.5 s in
   the first try only (a long capacity queue), so that create fails and must stop what it made; the next try
@@ -212,6 +219,7 @@ Run it (deterministic given the seed, apart from thread timing):
     uv run --frozen python scripts/chaos.py --seed 1 --first-cycle 17 --cycles 1 --verbose   # replay cycle 17
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 0 --runner-cycles 3   # the three runner cases
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --dry-run   # print the plans only
+    uv run --frozen python scripts/chaos.py --seed 7 --cycles 12 --focus session-act-then-5xx   # in every cycle
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --evidence /tmp/chaos-evidence  # keep what
         # a cycle with a finding saw: provider/CLI output, errors, the emulator's final state and request log
 
@@ -573,7 +581,16 @@ def unreadable_items(collection: str, rng: random.Random) -> list[Any]:
     ][: rng.randint(1, 2)]
 
 
-def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
+FOCUSES = ("session-act-then-5xx",)
+"""What ``--focus`` can put in every cycle (see :func:`make_plan`)."""
+
+SESSION_ACT_SHARE = 0.2
+"""The share of cycles (beside the general act-then-fail creates above) whose session creates act then get the
+API's own 500 or 503: the case :data:`client.reconcile.ANSWERED_LOOKALIKE_RULE` decides per kind (a session's
+one look-alike in its POST's window is taken). ``--focus session-act-then-5xx`` puts it in every cycle."""
+
+
+def make_plan(seed: int, cycle: int, *, cli: bool = False, focus: str | None = None) -> Plan:
     rng = random.Random(f"together-rl-chaos:{seed}:{cycle}")
     tag = f"{rng.randrange(16**6):06x}"
     count = rng.randint(1, 3)
@@ -710,6 +727,36 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
             times=None,
             duration=round(rng.uniform(0.5, 2.0), 2),
             armed_by=f"^POST {armed}$",
+        )
+    # The API makes the session, then answers its own 500/503 (the error envelope: an *answered* failure, which
+    # a create looks for once and, for a session, takes). From an RNG of its own, so that a cycle without it keeps
+    # the plan it had before it existed; for every key alike, as the rules above (the colleague's POSTs too).
+    acts = random.Random(f"together-rl-chaos:{seed}:{cycle}:session-act-then-5xx")
+    focused = focus == "session-act-then-5xx"
+    if acts.random() < SESSION_ACT_SHARE or focused:
+        status = acts.choice((500, 503))
+        times, probability, rule_seed = (
+            acts.randint(1, 3),
+            round(acts.uniform(0.5, 1.0), 2),
+            acts.randrange(2**31),
+        )
+        # Focused: every session create fires it until its times are spent (probability 1), and it comes before
+        # the drawn rules (only the first rule that fires applies; the kill's and the colleague's rules, added
+        # below, still come first), so that an act-then-502 or a 429 drawn for the same POST does not take its turn.
+        rules.insert(  # not rule(): its seed would come from (and move) the cycle's own RNG
+            0 if focused else len(rules),
+            (
+                f"session-act-then-{status}-create",
+                {
+                    "method": "POST",
+                    "path": f"^{SESSIONS}$",
+                    "status": status,
+                    "act_then_fail": True,
+                    "times": times,
+                    "probability": 1.0 if focused else probability,
+                    "seed": rule_seed,
+                },
+            ),
         )
     fail_next: list[tuple[str, str]] = []
     if rng.random() < 0.25:
@@ -850,13 +897,13 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
     return plan
 
 
-def make_runner_plan(seed: int, cycle: int) -> Plan:
+def make_runner_plan(seed: int, cycle: int, *, focus: str | None = None) -> Plan:
     """A runner cycle: the cycle's own fault mix (:func:`make_plan`), one stack (or, for two runners, one stack
     run from two machines), the runner case ``RUNNER_CASES[cycle % 3]`` as its interrupt (drawn from an RNG of
     its own). The other team cases (two stacks, cross-backend, twins, a colleague, a zombie engine, a kill
     during a take-over) and the create timeout are left out: their own cycles test them, and a runner cycle is
     about the machine that goes away."""
-    plan = make_plan(seed, cycle)
+    plan = make_plan(seed, cycle, focus=focus)
     case = RUNNER_CASES[cycle % len(RUNNER_CASES)]
     rng = random.Random(f"together-rl-chaos:{seed}:{cycle}:runners")
     if plan.slow:
@@ -906,6 +953,7 @@ class Report:
     left_named: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # (digest of the stack, id)
     named: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)  # (digest, stack tag, id)
     unprovable: set[str] = dataclasses.field(default_factory=set)
+    session_acts: int = 0  # session creates the API acted on, then answered its own 500/503 (any key's)
     removed: int = 0  # journal entries the user dismissed
     errors: list[str] = dataclasses.field(default_factory=list)  # every error message seen
     outputs: list[str] = dataclasses.field(default_factory=list)  # provider / CLI output
@@ -1875,6 +1923,15 @@ class Campaign(CLICampaign):
         }
         self.audit_stops(stacks, state, requests, report)
         report.colleague_made = sum(1 for digest in creators.values() if digest == DIGESTS["colleague"])
+        report.session_acts = sum(
+            1
+            for r in requests
+            if r["method"] == "POST"
+            and r["path"] == SESSIONS
+            and r["fault"]
+            and r.get("handler_status") == 200  # the handler ran and made the session
+            and r["status"] in (500, 503)
+        )
         if not report.disarmed:
             report.poisoned = self.poisoned_lists(plan)
         report.faults += self.count_faults(plan, state, requests, report)
@@ -2599,6 +2656,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="further cycles with state and journal in a bucket and runners as machines (RUNNER_CASES in turn)",
     )
+    parser.add_argument(
+        "--focus",
+        choices=FOCUSES,
+        default=None,
+        help="put this fault in every cycle, on top of its drawn mix (session-act-then-5xx: session creates "
+        "that act, then get the API's own 500/503)",
+    )
     parser.add_argument("--verbose", action="store_true", help="one line per cycle, findings as they come")
     parser.add_argument("--dry-run", action="store_true", help="print each cycle's plan and run nothing")
     parser.add_argument(
@@ -2617,8 +2681,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def plan_of(cycle: int) -> Plan:
         if cycle in runner_cycles:
-            return make_runner_plan(args.seed, cycle)
-        return make_plan(args.seed, cycle, cli=cycle in cli_cycles)
+            return make_runner_plan(args.seed, cycle, focus=args.focus)
+        return make_plan(args.seed, cycle, cli=cycle in cli_cycles, focus=args.focus)
 
     if args.dry_run:
         for cycle in (*cycles, *cli_cycles, *runner_cycles):
@@ -2648,12 +2712,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"{report.seconds:.1f} s",
                     flush=True,
                 )
-            replay = f"--seed {args.seed} --first-cycle {cycle} " + (
-                "--cycles 0 --cli-cycles 1"
-                if plan.cli
-                else "--cycles 0 --runner-cycles 1"
-                if plan.runner
-                else "--cycles 1"
+            replay = (
+                f"--seed {args.seed} --first-cycle {cycle} "
+                + (f"--focus {args.focus} " if args.focus else "")
+                + (
+                    "--cycles 0 --cli-cycles 1"
+                    if plan.cli
+                    else "--cycles 0 --runner-cycles 1"
+                    if plan.runner
+                    else "--cycles 1"
+                )
             )
             for finding in report.findings:
                 print(f"chaos: cycle {cycle} (replay: {replay}): {finding}", file=sys.stderr, flush=True)
@@ -2697,6 +2765,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cross-backend cycles: {sum(r.backends_seen for r in reports)}")
     print(f"cross-backend cycles with a kill: {sum(r.backends_seen and r.kills > 0 for r in reports)}")
     print(f"colleague look-alikes: {sum(r.colleague_made for r in reports)}")
+    print(f"session creates made, then answered 500/503: {sum(r.session_acts for r in reports)}")
+    print(
+        f"cycles with a session create made, then answered 500/503: {sum(r.session_acts > 0 for r in reports)}"
+    )
     print(f"twin cycles with a kill: {sum(r.plan.twins and r.kills > 0 for r in reports)}")
     print(f"kills during a take-over: {sum(r.takeover_kills for r in reports)}")
     print(f"poisoned lists: {sum(r.poisoned for r in reports)}")
