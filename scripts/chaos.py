@@ -132,13 +132,17 @@ either and runs ``python -m pulumi_together_rl journal dismiss <entry>``, then `
 object (the dismissed entry stays a rival to every other create); the objects that error named and that this
 stack's key made are "left for the user to decide" (below). After the final ``up``
 (and, with an out-of-band stop, after the second ``up``'s tries) comes ``destroy``, at most 3 tries, with every
-fault rule, list poison and lag setting cleared before the last one so the cleanup can finish. The emulator is
-reset between cycles; the create journal (``TOGETHER_RL_STATE_DIR``) lives in the campaign's own temporary
+fault rule, list poison and lag setting cleared before the last one so the cleanup can finish (a ``fail-next`` no
+object used is spent then too, on an object of the out-of-band key's own: the emulator cannot disarm one). Then
+the **cleared phase**: with every fault cleared, each stack runs one ``up`` and one ``destroy``, no retry and no
+command of the user's in between (no ``journal dismiss``, no ``adopt_id``): what the faulty phase left (a journal
+entry, an object no state holds, a session on the stack's model resource) must not keep a stack from being
+brought up and torn down again on its own. The emulator is reset between cycles; the create journal (``TOGETHER_RL_STATE_DIR``) lives in the campaign's own temporary
 folder for the whole campaign, as a user's would.
 
 Audits (against the emulator's control API, which is never faulted, and the engines' states; never what the
-provider says). An audit point is the end of an up phase (every stack's, the stacks joined), plus, for the
-"taken" audit, the end of every ``up`` command of a stack:
+provider says). An audit point is the end of an up phase (every stack's, the stacks joined) and of the cleared
+phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of a stack:
 
 * **orphans**: at each audit point, an active object (resource PENDING/CREATING/READY, session
   CREATING/RUNNING) whose id no stack's state holds, apart from the colleague's own objects and those left for
@@ -184,8 +188,14 @@ provider says). An audit point is the end of an up phase (every stack's, the sta
 * **lost state**: after each up phase, a state entry whose id the emulator does not know, whose object is
   not active (the ``up``'s refresh should have dropped it), or whose id another entry (of any stack) also
   holds; and, after a converged ``up``, a declared resource missing from the state. Counted once per entry.
-* **billed after destroy**: active objects made by a stack's key after the last ``destroy`` try (the
-  colleague's own and those left for the user are not the stacks' to destroy).
+* **commands still failing after faults cleared**: every command that began once every fault had been cleared
+  (the destroy phase's last try, the cleared phase's ``up`` and ``destroy``) and failed all the same. Counted once
+  per command; ``commands run after faults cleared`` counts those that ran, and ``..., waiting for what was left
+  for the user`` those of them whose error names an object left for the user to decide (a session of the stack's
+  own key on its model resource, whose destroy the provider then refuses): counted all the same.
+* **billed after destroy**: active objects made by a stack's key after the last ``destroy`` try, read after the
+  destroy phase and again after the cleared phase's ``destroy`` (the colleague's own and those left for the user
+  are not the stacks' to destroy). Counted once per object.
 * **key leaks**: any of the campaign's keys (every stack's, the colleague's, the out-of-band stopper's) in an
   engine state (JSON dump), a provider process's stdout/stderr, the emulator's request log (bodies, paths,
   queries), the create journal's files, or any error message seen (CLI cycles: ``pulumi stack export`` and the
@@ -223,11 +233,11 @@ Run it (deterministic given the seed, apart from thread timing):
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --evidence /tmp/chaos-evidence  # keep what
         # a cycle with a finding saw: provider/CLI output, errors, the emulator's final state and request log
 
-The last lines are the figures: ``cycles``, ``faults injected``, ``failed operations``, the team cases,
-the runner cases, ``left for the user to decide``, then ``orphans``, ``duplicates``, ``taken from another owner``, ``healthy
-objects stopped``, ``billed after destroy``, ``lost state``, ``key leaks``, ``engine deaths unnoticed``; the exit
-status is 1 when any of the last eight is not 0, and every finding is described on stderr with the cycle that
-replays it.
+The last lines are the figures: ``cycles``, ``faults injected``, ``failed operations``, the team cases, the
+runner cases, ``left for the user to decide``, then ``orphans``, ``duplicates``, ``taken from another owner``,
+``healthy objects stopped``, ``billed after destroy``, ``lost state``, ``key leaks``, ``engine deaths unnoticed``,
+``commands still failing after faults cleared``; the exit status is 1 when any of the last nine is not 0, and
+every finding is described on stderr with the cycle that replays it.
 """
 
 from __future__ import annotations
@@ -953,6 +963,11 @@ class Report:
     left_named: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # (digest of the stack, id)
     named: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)  # (digest, stack tag, id)
     unprovable: set[str] = dataclasses.field(default_factory=set)
+    # Commands begun once every fault had been cleared (the destroy phase's last try, the cleared phase's up
+    # and destroy), and those of them that failed all the same.
+    cleared_commands: int = 0
+    still_failing: set[str] = dataclasses.field(default_factory=set)
+    still_failing_lines: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> the error's line
     session_acts: int = 0  # session creates the API acted on, then answered its own 500/503 (any key's)
     removed: int = 0  # journal entries the user dismissed
     errors: list[str] = dataclasses.field(default_factory=list)  # every error message seen
@@ -1291,6 +1306,7 @@ class CLICampaign:
         noted as that stack's change (a destroy: every id held before; an up: the ids held before, not after)."""
         before = set(dep.held().values())
         start = utcnow()
+        cleared = self.begun_cleared(report)
         result = dep.stack.run(*args, check=False, timeout=600)
         end = utcnow()
         with report.lock:
@@ -1302,11 +1318,10 @@ class CLICampaign:
             dep.changes.append((start, end, frozenset(before - set(dep.held().values()))))
         if result.returncode != 0:
             said = [line.strip() for line in result.output.splitlines() if "error:" in line]
-            report.failed(
-                f"{dep.label} pulumi {args[0]}",
-                result.output,
-                (said or ["exit status " + str(result.returncode)])[-1],
-            )
+            line = (said or ["exit status " + str(result.returncode)])[-1]
+            report.failed(f"{dep.label} pulumi {args[0]}", result.output, line)
+            if cleared:
+                self.still_failing(report, dep, f"pulumi {args[0]}", line)
         return result.returncode == 0, result.output
 
     def cli_up_phase(
@@ -1335,6 +1350,17 @@ class CLICampaign:
             if self.cli(report, dep, "destroy", "--yes", "--skip-preview")[0]:
                 return True
         return False
+
+    def cli_cleared_phase(self: Any, plan: Plan, deps: list[CLIDeployment], report: Report) -> list[bool]:
+        """As :meth:`Campaign.cleared_phase`, through the CLI: ``pulumi up`` then ``pulumi destroy`` of each
+        stack, one try each, every fault cleared, no command of the user's in between."""
+        self.disarm_once(report)
+        ups = each(deps, lambda d: self.cli(report, d, "up", "--yes", "--skip-preview"))
+        for dep, (_ok, output) in zip(deps, ups, strict=True):
+            self.note_named(report, dep, [output])
+        self.audit_up(plan, deps, report, [ok for ok, _ in ups])
+        downs = each(deps, lambda d: self.cli(report, d, "destroy", "--yes", "--skip-preview"))
+        return [up[0] and down[0] for up, down in zip(ups, downs, strict=True)]
 
     def run_cli_cycle(self: Any, plan: Plan) -> Report | None:
         from harness.cli import provide
@@ -1395,8 +1421,11 @@ class CLICampaign:
                 if not plan.colleague_late:
                     colleague.stop_sessions()
             destroyed = each(deps, lambda d: self.cli_destroy_phase(d, report, colleague))
-            for dep, ok in zip(deps, destroyed, strict=True):
+            self.audit_billed(deps, report, "after its destroy")
+            cleared = self.cli_cleared_phase(plan, deps, report)
+            for dep, ok, ok_cleared in zip(deps, destroyed, cleared, strict=True):
                 dep.outcome += "" if ok else ", DESTROY FAILED"
+                dep.outcome += "" if ok_cleared else ", STILL FAILING WITH FAULTS CLEARED"
             self.finish(plan, report, deps, {f"stack export of {d.label}": d.stack.export() for d in deps})
             report.outcome = "; ".join(f"{d.role}: {d.outcome}" for d in deps)
         finally:
@@ -1489,12 +1518,98 @@ class Campaign(CLICampaign):
         return before
 
     def disarm_once(self, report: Report) -> None:
-        """Before a stack's last destroy try: the first stack there clears the faults for every stack."""
+        """Before a stack's last destroy try (or, when every destroy succeeded sooner, before the cleared phase):
+        the first stack there clears the faults for every stack, and spends a fail-next no object used."""
         with report.lock:
             if not report.disarmed:
-                report.disarmed = True
                 report.poisoned = self.poisoned_lists(report.plan)
                 report.stops_left = self.disarm(report)["stops_ignored"]
+                self.spend_fail_next(report)
+                report.disarmed = True
+
+    def spend_fail_next(self, report: Report) -> None:
+        """A fail-next that no object used during the faulty phase (a session's, when the stack's model resource
+        never got READY) stays armed in the emulator, which has no call that disarms one: the cleared phase's
+        create would land in ERROR, a fault that was not cleared. It is spent here, on objects of the out-of-band
+        key's own, made and then failed or stopped (never active at an audit point). The audits leave that key's
+        objects out (it is no stack's, nor the colleague's), and the faults injected do not count it."""
+        state = self.control.state()
+        for kind, _code in report.plan.fail_next:
+            table = state["model_resources" if kind == "model_resource" else "training_sessions"]
+            if any((o.get("error") or {}).get("message") == report.plan.message for o in table):
+                continue  # it landed
+            with httpx.Client(
+                base_url=self.server.base_url,
+                headers={"Authorization": f"Bearer {KEYS['oob']}", "User-Agent": "chaos-spender/1.0"},
+                timeout=15.0,
+            ) as http:
+                resource = http.post(RESOURCES, json=RESOURCE_BODY).raise_for_status().json()["id"]
+                status = self.settled(resource, "model_resources", ("PENDING", "CREATING"))
+                if kind == "training_session" and status == "READY":
+                    session = (
+                        http.post(
+                            SESSIONS,
+                            json={
+                                "model_resources_id": resource,
+                                "display_name": "chaos-spent-fail-next",
+                                "lora_config": {"rank": 8, "alpha": 16},
+                            },
+                        )
+                        .raise_for_status()
+                        .json()["id"]
+                    )
+                    if self.settled(session, "training_sessions", ("CREATING",)) == "RUNNING":
+                        http.post(f"{SESSIONS}/{session}/stop").raise_for_status()
+                    self.settled(session, "training_sessions", SESSION_ACTIVE)
+                if status == "READY":
+                    http.post(f"{RESOURCES}/{resource}/stop", params={"force": "true"}).raise_for_status()
+                self.settled(resource, "model_resources", RESOURCE_ACTIVE)
+            with report.lock:
+                report.notes.append(
+                    f"the {kind.replace('_', ' ')} fail-next was still armed when the faults were cleared: "
+                    "spent on an object of the out-of-band key"
+                )
+
+    def settled(self, ident: str, table: str, passing: tuple[str, ...], timeout: float = 60.0) -> str:
+        """The status of ``ident`` (in the emulator's ``table``) once it is none of ``passing``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((o for o in self.control.state()[table] if o["id"] == ident), None)
+            status = short(found["status"]) if found else "GONE"
+            if status not in passing or time.monotonic() > deadline:
+                return status
+            time.sleep(0.05)
+
+    @staticmethod
+    def begun_cleared(report: Report) -> bool:
+        """Whether a command beginning now runs with every fault cleared (and counts it if so)."""
+        with report.lock:
+            if report.disarmed:
+                report.cleared_commands += 1
+            return report.disarmed
+
+    @staticmethod
+    def blocked_by_left(report: Report) -> int:
+        """Of the commands still failing after faults cleared, those whose error names an object left for the
+        user to decide (a session of the stack's own key, named among look-alikes and dismissed, attached to the
+        stack's model resource, whose destroy the provider refuses): they wait for the user's decision, which the
+        cleared phase does not take. Still counted as still failing; said apart, so the cause is read at once."""
+        with report.lock:
+            return sum(
+                1 for line in report.still_failing_lines.values() if any(i in line for i in report.left)
+            )
+
+    @staticmethod
+    def still_failing(report: Report, stack: Any, what: str, line: str) -> None:
+        """A command that failed although every fault had been cleared before it began."""
+        with report.lock:
+            key = f"{stack.tag}:{what}:{report.cleared_commands}"
+            report.still_failing_lines[key] = line
+        report.find(
+            report.still_failing,
+            key,
+            f"still failing after faults cleared: {stack.label} {what} failed with every fault cleared: {line}",
+        )
 
     def poisoned_lists(self, plan: Plan) -> int:
         """How many of the poisoned lists were read (while poisoned: before the faults are cleared)."""
@@ -1528,6 +1643,7 @@ class Campaign(CLICampaign):
         engine._configured = False
         stack.set_current(process)
         errors: list[str] = []
+        cleared = self.begun_cleared(report)
         try:
             engine.configure(stack.config, secret_keys=["together:apiKey"])
             action(errors)
@@ -1535,6 +1651,8 @@ class Campaign(CLICampaign):
         except EngineError as exc:
             errors.insert(0, str(exc))
             report.failed(f"{stack.label} {what}", exc, first_line(exc))
+            if cleared:
+                self.still_failing(report, stack, what, first_line(exc))
             return False, errors
         finally:
             stack.set_current(None)
@@ -1655,12 +1773,7 @@ class Campaign(CLICampaign):
         "if one is"), the user, who cannot tell either, runs that command. Returns how many were dismissed."""
         dismissed = 0
         for text in errors:
-            with report.lock:
-                report.named |= {
-                    (stack.digest, stack.tag, ident)
-                    for found in CANDIDATES.finditer(text)
-                    for ident in UUID.findall(found.group(1))
-                }
+            self.note_named(report, stack, [text])
             for match in DISMISS.finditer(text):
                 entry = match.group(1)
                 named = {i for found in CANDIDATES.finditer(text) for i in UUID.findall(found.group(1))}
@@ -1683,6 +1796,41 @@ class Campaign(CLICampaign):
                             f"(candidates named: {', '.join(sorted(named)) or 'none'})"
                         )
         return dismissed
+
+    @staticmethod
+    def note_named(report: Report, stack: Any, errors: Iterable[str]) -> None:
+        """The look-alikes a failed command's errors named as candidates none of which could be proven the
+        stack's (what ``left for the user to decide`` reads)."""
+        with report.lock:
+            report.named |= {
+                (stack.digest, stack.tag, ident)
+                for text in errors
+                for found in CANDIDATES.finditer(text)
+                for ident in UUID.findall(found.group(1))
+            }
+
+    def cleared_phase(self, plan: Plan, stacks: list[Stack], report: Report) -> list[bool]:
+        """Once every fault is cleared (and every stack's destroy phase is over): each stack's ``up``, then its
+        ``destroy``, one try each, and no command of the user's in between (no ``journal dismiss``, no
+        ``adopt_id``): a stack whose commands still fail with nothing injected any more is wedged by what the
+        faulty phase left (a journal entry, an object no state holds, a session on its model resource), and each
+        such command is ``still failing after faults cleared``. The ``up`` is an audit point (its errors' named
+        look-alikes noted, as any try's); whether each stack got through both is returned."""
+        self.disarm_once(report)
+        ups = each(
+            stacks,
+            lambda s: self.command(
+                report, s, "up (faults cleared)", lambda errs: self.up(plan, s, report, errs)
+            ),
+        )
+        for stack, (_ok, errors) in zip(stacks, ups, strict=True):
+            self.note_named(report, stack, errors)
+        self.audit_up(plan, stacks, report, [ok for ok, _ in ups])
+        downs = each(
+            stacks,
+            lambda s: self.command(report, s, "destroy (faults cleared)", lambda errs: s.engine.destroy()),
+        )
+        return [up[0] and down[0] for up, down in zip(ups, downs, strict=True)]
 
     def await_inflight(self, killer: Killer) -> None:
         """After a kill during a POST's latency: let those POSTs land before the user's next `pulumi up`."""
@@ -1773,6 +1921,14 @@ class Campaign(CLICampaign):
                     strict=True,
                 )
             )
+            self.audit_billed(stacks, report, "after its destroy")
+            cleared = dict(
+                zip(
+                    (s.tag for s in running),
+                    self.cleared_phase(plan, running, report),
+                    strict=True,
+                )
+            )
             places = {f"engine state of {s.label}": s.state_dump() for s in stacks}
             if plan.runner is not None:
                 places["create journal in the bucket"] = self.bucket_text(plan)
@@ -1795,6 +1951,7 @@ class Campaign(CLICampaign):
             )
         for stack in stacks:
             stack.outcome += "" if destroyed.get(stack.tag, True) else ", DESTROY FAILED"
+            stack.outcome += "" if cleared.get(stack.tag, True) else ", STILL FAILING WITH FAULTS CLEARED"
         report.outcome = "; ".join(f"{s.tag}: {s.outcome}" for s in stacks)
         report.seconds = time.monotonic() - started
         return report
@@ -1887,8 +2044,36 @@ class Campaign(CLICampaign):
     # ---------------------------------------------------------------------------------------- audits
 
     def finish(self, plan: Plan, report: Report, stacks: list[Any], places: dict[str, str]) -> None:
-        """The audits after the last destroy: billed objects, duplicates, healthy objects stopped, leaks; and the
-        faults that fired."""
+        """The audits after the last destroy (the cleared phase's): billed objects, duplicates, healthy objects
+        stopped, leaks; and the faults that fired."""
+        state = self.audit_billed(stacks, report, "after the destroy with every fault cleared")
+        creators = state["created_with"]
+        self.audit_duplicates(plan, stacks, state, report)
+        requests = self.control.requests()
+        report.evidence = {
+            "emulator state.json": json.dumps(state, indent=1),
+            "request log.json": json.dumps(requests, indent=1),
+        }
+        self.audit_stops(stacks, state, requests, report)
+        report.colleague_made = sum(1 for digest in creators.values() if digest == DIGESTS["colleague"])
+        report.session_acts = sum(
+            1
+            for r in requests
+            if r["method"] == "POST"
+            and r["path"] == SESSIONS
+            and r["fault"]
+            and r.get("handler_status") == 200  # the handler ran and made the session
+            and r["status"] in (500, 503)
+        )
+        if not report.disarmed:
+            report.poisoned = self.poisoned_lists(plan)
+        report.faults += self.count_faults(plan, state, requests, report)
+        self.audit_leaks(report, {**places, "request log": json.dumps(requests)})
+
+    def audit_billed(self, stacks: list[Any], report: Report, when: str) -> dict[str, Any]:
+        """Billed after destroy: an active object made by a stack's key once its destroy is over (``when``: the
+        destroy phase's, whose last try runs with every fault cleared, and again the cleared phase's), apart from
+        what was left for the user. Returns the emulator's state it read."""
         state = self.control.state()
         creators = state["created_with"]
         mine = {s.digest for s in stacks} | {None}
@@ -1913,29 +2098,9 @@ class Campaign(CLICampaign):
                     report.billed,
                     ident,
                     f"billed after destroy: {kind_of(obj)} {ident} ({obj.get('display_name') or '-'}), made by "
-                    f"{who(creators.get(ident))}, is {short(obj['status'])}",
+                    f"{who(creators.get(ident))}, is {short(obj['status'])} {when}",
                 )
-        self.audit_duplicates(plan, stacks, state, report)
-        requests = self.control.requests()
-        report.evidence = {
-            "emulator state.json": json.dumps(state, indent=1),
-            "request log.json": json.dumps(requests, indent=1),
-        }
-        self.audit_stops(stacks, state, requests, report)
-        report.colleague_made = sum(1 for digest in creators.values() if digest == DIGESTS["colleague"])
-        report.session_acts = sum(
-            1
-            for r in requests
-            if r["method"] == "POST"
-            and r["path"] == SESSIONS
-            and r["fault"]
-            and r.get("handler_status") == 200  # the handler ran and made the session
-            and r["status"] in (500, 503)
-        )
-        if not report.disarmed:
-            report.poisoned = self.poisoned_lists(plan)
-        report.faults += self.count_faults(plan, state, requests, report)
-        self.audit_leaks(report, {**places, "request log": json.dumps(requests)})
+        return state
 
     def audit_up(self, plan: Plan, stacks: list[Any], report: Report, converged: list[bool]) -> None:
         """The audits after an up phase (every stack's, joined): left for the user, orphans, lost state, taken.
@@ -2622,6 +2787,7 @@ MUST_BE_ZERO = (
     "lost state",
     "key leaks",
     "engine deaths unnoticed",
+    "commands still failing after faults cleared",
 )
 
 
@@ -2744,15 +2910,16 @@ def main(argv: list[str] | None = None) -> int:
         "lost state": sum(len(r.lost) for r in reports),
         "key leaks": sum(len(r.leaks) for r in reports),
         "engine deaths unnoticed": sum(len(r.unnoticed) for r in reports),
+        "commands still failing after faults cleared": sum(len(r.still_failing) for r in reports),
     }
     if args.verbose:
         print(f"wall time: {time.monotonic() - started:.1f} s", file=sys.stderr)
-    for case, cycles_of in (
+    for which, cycles_of in (
         ("cross-backend", [r.plan for r in reports if r.plan.backends]),
         ("zombie engine", [r.plan for r in reports if r.plan.zombie]),
     ):
         named = ", ".join(f"{p.cycle}{' (CLI)' if p.cli else ''}" for p in cycles_of) or "none"
-        print(f"{case} case in cycles: {named} (seed {args.seed})")
+        print(f"{which} case in cycles: {named} (seed {args.seed})")
     named = ", ".join(f"{r.plan.cycle} ({r.plan.runner.label})" for r in reports if r.plan.runner) or "none"
     print(f"runner cases in cycles: {named} (seed {args.seed})")
     print(f"cycles: {len(reports)}")
@@ -2787,6 +2954,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stragglers that lost their lease: {sum(r.straggler_lost for r in runs)}")
     print(f"left for the user to decide: {sum(len(r.left) for r in reports)}")
     print(f"taken, indistinguishable from the stack's own: {sum(len(r.unprovable) for r in reports)}")
+    print(f"commands run after faults cleared: {sum(r.cleared_commands for r in reports)}")
+    print(
+        "commands still failing after faults cleared, waiting for what was left for the user: "
+        f"{sum(Campaign.blocked_by_left(r) for r in reports)}"
+    )
     for name, value in totals.items():
         print(f"{name}: {value}")
     sys.stdout.flush()

@@ -50,6 +50,7 @@ MUST_BE_ZERO = (
     "lost state",
     "key leaks",
     "engine deaths unnoticed",
+    "commands still failing after faults cleared",
 )
 
 
@@ -69,6 +70,9 @@ def _campaign(*args: str, timeout: float = 240) -> tuple[dict[str, int], str]:
     assert figures.get("faults injected", 0) > 0, report
     assert {name: figures.get(name) for name in MUST_BE_ZERO} == dict.fromkeys(MUST_BE_ZERO, 0), report
     assert result.returncode == 0, report
+    # Every cycle ends with its cleared phase: at least an up and a destroy of each stack with every fault
+    # cleared (counted in the must-be-zero figures above when one failed).
+    assert figures.get("commands run after faults cleared", 0) >= 2 * figures.get("cycles", 0), report
     return figures, report
 
 
