@@ -137,8 +137,9 @@ object used is spent then too, on an object of the out-of-band key's own: the em
 the **cleared phase**: with every fault cleared, each stack runs one ``up`` and one ``destroy``, no retry and no
 command of the user's in between (no ``journal dismiss``, no ``adopt_id``): what the faulty phase left (a journal
 entry, an object no state holds, a session on the stack's model resource) must not keep a stack from being
-brought up and torn down again on its own. The emulator is reset between cycles; the create journal (``TOGETHER_RL_STATE_DIR``) lives in the campaign's own temporary
-folder for the whole campaign, as a user's would.
+brought up and torn down again on its own. The emulator is reset between cycles; the create journal
+(``TOGETHER_RL_STATE_DIR``) lives in the campaign's own temporary folder for the whole campaign, as a user's
+would.
 
 Audits (against the emulator's control API, which is never faulted, and the engines' states; never what the
 provider says). An audit point is the end of an up phase (every stack's, the stacks joined) and of the cleared
@@ -2429,6 +2430,8 @@ class Campaign(CLICampaign):
             1
             for obj in (*state["model_resources"], *state["training_sessions"])
             if (obj.get("error") or {}).get("message") == plan.message
+            # not one the campaign spent a fail-next on (Campaign.spend_fail_next): it hit no stack
+            and state["created_with"].get(obj["id"]) != DIGESTS["oob"]
         )
         lagged = 0
         if plan.settings.get("read_lag"):
