@@ -2375,7 +2375,11 @@ class Campaign(CLICampaign):
         """Healthy objects stopped: see the module docstring for what explains a stop."""
         creators = state["created_with"]
         known = {o["id"]: o for o in (*state["model_resources"], *state["training_sessions"])}
-        by_digest = {s.digest: s for s in stacks}
+        # Two runners of one stack share its key: a stop that key sent is either runner's, and is explained by a
+        # change of either (the request log cannot tell two machines of one key apart).
+        by_digest: dict[str, list[Any]] = {}
+        for each_stack in stacks:
+            by_digest.setdefault(each_stack.digest, []).append(each_stack)
         stops = []
         for r in requests:
             match = STOP_PATH.match(r["path"]) if r["method"] == "POST" else None
@@ -2402,11 +2406,11 @@ class Campaign(CLICampaign):
                     f"{r['at']} (HTTP {r['status']})",
                 )
                 continue
-            stack = by_digest.get(sender)
-            if stack is None:
+            senders = by_digest.get(sender or "")
+            if senders is None:
                 continue  # the colleague stopping his own
             related = {ident} | ({obj["model_resources_id"]} if "model_resources_id" in obj else set())
-            if any(start <= at <= end and ident in ids for start, end, ids in stack.changes):
+            if any(start <= at <= end and ident in ids for one in senders for start, end, ids in one.changes):
                 continue  # that stack's destroy, replacement or removal of it
             if any(short(known[i]["status"]) == "ERROR" for i in related if i in known):
                 continue  # an injected fail-next, on it or on its model resource
@@ -2417,7 +2421,8 @@ class Campaign(CLICampaign):
             report.find(
                 report.healthy,
                 ident,
-                f"healthy object stopped: {what}, made by {stack.label}, was stopped by it at {r['at']} "
+                f"healthy object stopped: {what}, made by {' or '.join(one.label for one in senders)}, was stopped "
+                f"by it at {r['at']} "
                 f"(HTTP {r['status']}) with no change of that stack and no fault on it to explain it",
             )
 
