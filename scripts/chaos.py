@@ -27,6 +27,13 @@ What a cycle injects (a random mix, drawn from the cycle's own RNG; probabilitie
   rarely (about 1 cycle in 25, each costing the create's 60 s settle window) an *unanswered* create that did
   not act (502/504/drop); a time-windowed outage of every endpoint (``duration`` 0.5-2 s, ``armed_by`` a
   create being accepted; 503 or 500, so the creates it catches are answered failures);
+* act-then-5xx on session creates (about 1 cycle in 5, from an RNG of its own; every cycle with ``--focus
+  session-act-then-5xx``, then firing on every session POST until its 1-3 times are spent, ahead of the drawn
+  rules): the API makes the session, then answers its own 500 or 503 (the error envelope: an *answered*
+  failure). The create looks once; ``client/reconcile.py``'s ``ANSWERED_LOOKALIKE_RULE`` takes the one session on
+  the stack's own model resource made inside the POST's window (a model resource's look-alike would be named,
+  never taken). ``session creates made, then answered 500/503`` counts them from the request log (any key's,
+  the general act-then-fail rules and the colleague's in-flight one included);
 * ERROR during provisioning (``fail-next`` for the next model resource or session);
 * a create timeout: the resource (or the sessions) declare ``create_timeout: 1`` and provision for 2.5 s in
   the first try only (a long capacity queue), so that create fails and must stop what it made; the next try
@@ -125,13 +132,18 @@ either and runs ``python -m pulumi_together_rl journal dismiss <entry>``, then `
 object (the dismissed entry stays a rival to every other create); the objects that error named and that this
 stack's key made are "left for the user to decide" (below). After the final ``up``
 (and, with an out-of-band stop, after the second ``up``'s tries) comes ``destroy``, at most 3 tries, with every
-fault rule, list poison and lag setting cleared before the last one so the cleanup can finish. The emulator is
-reset between cycles; the create journal (``TOGETHER_RL_STATE_DIR``) lives in the campaign's own temporary
-folder for the whole campaign, as a user's would.
+fault rule, list poison and lag setting cleared before the last one so the cleanup can finish (a ``fail-next`` no
+object used is spent then too, on an object of the out-of-band key's own: the emulator cannot disarm one). Then
+the **cleared phase**: with every fault cleared, each stack runs one ``up`` and one ``destroy``, no retry and no
+command of the user's in between (no ``journal dismiss``, no ``adopt_id``): what the faulty phase left (a journal
+entry, an object no state holds, a session on the stack's model resource) must not keep a stack from being
+brought up and torn down again on its own. The emulator is reset between cycles; the create journal
+(``TOGETHER_RL_STATE_DIR``) lives in the campaign's own temporary folder for the whole campaign, as a user's
+would.
 
 Audits (against the emulator's control API, which is never faulted, and the engines' states; never what the
-provider says). An audit point is the end of an up phase (every stack's, the stacks joined), plus, for the
-"taken" audit, the end of every ``up`` command of a stack:
+provider says). An audit point is the end of an up phase (every stack's, the stacks joined) and of the cleared
+phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of a stack:
 
 * **orphans**: at each audit point, an active object (resource PENDING/CREATING/READY, session
   CREATING/RUNNING) whose id no stack's state holds, apart from the colleague's own objects and those left for
@@ -177,8 +189,14 @@ provider says). An audit point is the end of an up phase (every stack's, the sta
 * **lost state**: after each up phase, a state entry whose id the emulator does not know, whose object is
   not active (the ``up``'s refresh should have dropped it), or whose id another entry (of any stack) also
   holds; and, after a converged ``up``, a declared resource missing from the state. Counted once per entry.
-* **billed after destroy**: active objects made by a stack's key after the last ``destroy`` try (the
-  colleague's own and those left for the user are not the stacks' to destroy).
+* **commands still failing after faults cleared**: every command that began once every fault had been cleared
+  (the destroy phase's last try, the cleared phase's ``up`` and ``destroy``) and failed all the same. Counted once
+  per command; ``commands run after faults cleared`` counts those that ran, and ``..., waiting for what was left
+  for the user`` those of them whose error names an object left for the user to decide (a session of the stack's
+  own key on its model resource, whose destroy the provider then refuses): counted all the same.
+* **billed after destroy**: active objects made by a stack's key after the last ``destroy`` try, read after the
+  destroy phase and again after the cleared phase's ``destroy`` (the colleague's own and those left for the user
+  are not the stacks' to destroy). Counted once per object.
 * **key leaks**: any of the campaign's keys (every stack's, the colleague's, the out-of-band stopper's) in an
   engine state (JSON dump), a provider process's stdout/stderr, the emulator's request log (bodies, paths,
   queries), the create journal's files, or any error message seen (CLI cycles: ``pulumi stack export`` and the
@@ -212,14 +230,15 @@ Run it (deterministic given the seed, apart from thread timing):
     uv run --frozen python scripts/chaos.py --seed 1 --first-cycle 17 --cycles 1 --verbose   # replay cycle 17
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 0 --runner-cycles 3   # the three runner cases
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --dry-run   # print the plans only
+    uv run --frozen python scripts/chaos.py --seed 7 --cycles 12 --focus session-act-then-5xx   # in every cycle
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --evidence /tmp/chaos-evidence  # keep what
         # a cycle with a finding saw: provider/CLI output, errors, the emulator's final state and request log
 
-The last lines are the figures: ``cycles``, ``faults injected``, ``failed operations``, the team cases,
-the runner cases, ``left for the user to decide``, then ``orphans``, ``duplicates``, ``taken from another owner``, ``healthy
-objects stopped``, ``billed after destroy``, ``lost state``, ``key leaks``, ``engine deaths unnoticed``; the exit
-status is 1 when any of the last eight is not 0, and every finding is described on stderr with the cycle that
-replays it.
+The last lines are the figures: ``cycles``, ``faults injected``, ``failed operations``, the team cases, the
+runner cases, ``left for the user to decide``, then ``orphans``, ``duplicates``, ``taken from another owner``,
+``healthy objects stopped``, ``billed after destroy``, ``lost state``, ``key leaks``, ``engine deaths unnoticed``,
+``commands still failing after faults cleared``; the exit status is 1 when any of the last nine is not 0, and
+every finding is described on stderr with the cycle that replays it.
 """
 
 from __future__ import annotations
@@ -273,6 +292,8 @@ from pulumi_together_rl.emulator.control import EmulatorControl  # noqa: E402
 from pulumi_together_rl.emulator.server import EmulatorServer  # noqa: E402
 from pulumi_together_rl.emulator.settings import key_digest  # noqa: E402
 from pulumi_together_rl.ownership import journal, location  # noqa: E402
+from pulumi_together_rl.ownership.journal import Seen  # noqa: E402
+from pulumi_together_rl.ownership.records import Entry, State  # noqa: E402
 from pulumi_together_rl.resources.model_resource import _ModelResourceProvider  # noqa: E402
 from pulumi_together_rl.resources.training_session import _TrainingSessionProvider  # noqa: E402
 
@@ -413,27 +434,38 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def journal_entries(since: float) -> list[journal.Entry]:
-    """The create journal's entries written since ``since`` (a time.time()), oldest first: the campaign's journal
-    keeps every cycle's records, and the watchers poll it often (reading only files, never taking a lock)."""
-    if os.environ.get(location.ENV_URL):  # a runner cycle: the journal in the cycle's bucket
-        return [
-            e
-            for e in journal.entries(warn=None)
-            if e.modified is None or e.modified.timestamp() >= since - 2  # store time, 1 s resolution
-        ]
-    folder = journal.directory()
-    found = []
+def journal_entries(since: float) -> list[Seen]:
+    """The create journal's entries written since ``since`` (a time.time()), oldest first (the store's clock of
+    their last write): the campaign's journal keeps every cycle's records, and the watchers poll it often.
+
+    Read through the journal's own reader (:meth:`Journal.read`, :meth:`Journal.entries`: the same parse, the same
+    trust rules as the provider's), never by hand. A runner cycle's journal is the cycle's own bucket (a few
+    entries: listed whole). The campaign's folder holds every cycle's entries, and listing it reads every one:
+    only the files whose ``mtime`` is recent are read, as the old reader did, so that the watchers stay cheap."""
+    url = os.environ.get(location.ENV_URL) or None
+    opened = journal.at(url)
+    if url is not None:  # a runner cycle: the journal in the cycle's bucket (store time, 1 s resolution)
+        try:
+            listed = opened.entries(warn=None)
+        except journal.Refused:
+            return []
+        return [s for s in listed if s.modified.timestamp() >= since - 2]
+    keys = []
     try:
-        with os.scandir(folder) as listing:
-            paths = [Path(e.path) for e in listing if e.name.endswith(".json") and e.stat().st_mtime >= since]
-    except OSError:
-        return []
-    for path in paths:
-        loaded = journal.load(path)
-        if isinstance(loaded, journal.Entry):
-            found.append(loaded)
-    return sorted(found, key=lambda e: (e.started_at, e.path.name))
+        with os.scandir(journal.directory() / "entries") as requests:
+            for request in requests:
+                if not request.is_dir(follow_symlinks=False):
+                    continue
+                with os.scandir(request.path) as names:
+                    keys += [
+                        f"entries/{request.name}/{n.name}"
+                        for n in names
+                        if n.name.endswith(".json") and n.stat().st_mtime >= since
+                    ]
+    except OSError:  # no entry yet, or a folder removed meanwhile
+        pass
+    found = [s for s in (opened.read(key, warn=None) for key in keys) if s is not None]
+    return sorted(found, key=lambda s: (s.modified, s.key))
 
 
 def who(digest: str | None) -> str:
@@ -560,7 +592,16 @@ def unreadable_items(collection: str, rng: random.Random) -> list[Any]:
     ][: rng.randint(1, 2)]
 
 
-def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
+FOCUSES = ("session-act-then-5xx",)
+"""What ``--focus`` can put in every cycle (see :func:`make_plan`)."""
+
+SESSION_ACT_SHARE = 0.2
+"""The share of cycles (beside the general act-then-fail creates above) whose session creates act then get the
+API's own 500 or 503: the case :data:`client.reconcile.ANSWERED_LOOKALIKE_RULE` decides per kind (a session's
+one look-alike in its POST's window is taken). ``--focus session-act-then-5xx`` puts it in every cycle."""
+
+
+def make_plan(seed: int, cycle: int, *, cli: bool = False, focus: str | None = None) -> Plan:
     rng = random.Random(f"together-rl-chaos:{seed}:{cycle}")
     tag = f"{rng.randrange(16**6):06x}"
     count = rng.randint(1, 3)
@@ -697,6 +738,36 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
             times=None,
             duration=round(rng.uniform(0.5, 2.0), 2),
             armed_by=f"^POST {armed}$",
+        )
+    # The API makes the session, then answers its own 500/503 (the error envelope: an *answered* failure, which
+    # a create looks for once and, for a session, takes). From an RNG of its own, so that a cycle without it keeps
+    # the plan it had before it existed; for every key alike, as the rules above (the colleague's POSTs too).
+    acts = random.Random(f"together-rl-chaos:{seed}:{cycle}:session-act-then-5xx")
+    focused = focus == "session-act-then-5xx"
+    if acts.random() < SESSION_ACT_SHARE or focused:
+        status = acts.choice((500, 503))
+        times, probability, rule_seed = (
+            acts.randint(1, 3),
+            round(acts.uniform(0.5, 1.0), 2),
+            acts.randrange(2**31),
+        )
+        # Focused: every session create fires it until its times are spent (probability 1), and it comes before
+        # the drawn rules (only the first rule that fires applies; the kill's and the colleague's rules, added
+        # below, still come first), so that an act-then-502 or a 429 drawn for the same POST does not take its turn.
+        rules.insert(  # not rule(): its seed would come from (and move) the cycle's own RNG
+            0 if focused else len(rules),
+            (
+                f"session-act-then-{status}-create",
+                {
+                    "method": "POST",
+                    "path": f"^{SESSIONS}$",
+                    "status": status,
+                    "act_then_fail": True,
+                    "times": times,
+                    "probability": 1.0 if focused else probability,
+                    "seed": rule_seed,
+                },
+            ),
         )
     fail_next: list[tuple[str, str]] = []
     if rng.random() < 0.25:
@@ -837,13 +908,13 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False) -> Plan:
     return plan
 
 
-def make_runner_plan(seed: int, cycle: int) -> Plan:
+def make_runner_plan(seed: int, cycle: int, *, focus: str | None = None) -> Plan:
     """A runner cycle: the cycle's own fault mix (:func:`make_plan`), one stack (or, for two runners, one stack
     run from two machines), the runner case ``RUNNER_CASES[cycle % 3]`` as its interrupt (drawn from an RNG of
     its own). The other team cases (two stacks, cross-backend, twins, a colleague, a zombie engine, a kill
     during a take-over) and the create timeout are left out: their own cycles test them, and a runner cycle is
     about the machine that goes away."""
-    plan = make_plan(seed, cycle)
+    plan = make_plan(seed, cycle, focus=focus)
     case = RUNNER_CASES[cycle % len(RUNNER_CASES)]
     rng = random.Random(f"together-rl-chaos:{seed}:{cycle}:runners")
     if plan.slow:
@@ -893,6 +964,12 @@ class Report:
     left_named: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # (digest of the stack, id)
     named: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)  # (digest, stack tag, id)
     unprovable: set[str] = dataclasses.field(default_factory=set)
+    # Commands begun once every fault had been cleared (the destroy phase's last try, the cleared phase's up
+    # and destroy), and those of them that failed all the same.
+    cleared_commands: int = 0
+    still_failing: set[str] = dataclasses.field(default_factory=set)
+    still_failing_lines: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> the error's line
+    session_acts: int = 0  # session creates the API acted on, then answered its own 500/503 (any key's)
     removed: int = 0  # journal entries the user dismissed
     errors: list[str] = dataclasses.field(default_factory=list)  # every error message seen
     outputs: list[str] = dataclasses.field(default_factory=list)  # provider / CLI output
@@ -1046,7 +1123,7 @@ class Stack:
         another runner of the same stack."""
         return f"{self.role}:{self.name}" + (f"@runner{self.runner}" if self.runner else "")
 
-    def owns(self, entry: journal.Entry) -> bool:
+    def owns(self, entry: Entry) -> bool:
         """Whether a create journal entry is one of this stack's (its declarations, and its backend)."""
         return f"/{self.name}/" in str(entry.owner) and (
             self.location is None or entry.backend_location == self.location
@@ -1195,7 +1272,7 @@ class CLIDeployment:
     def tag(self) -> str:
         return f"{self.role}:{self.name}"
 
-    def owns(self, entry: journal.Entry) -> bool:
+    def owns(self, entry: Entry) -> bool:
         return f"/{self.name}/" in str(entry.owner) and entry.backend_location == self.location
 
     def held(self) -> dict[str, str]:
@@ -1230,6 +1307,7 @@ class CLICampaign:
         noted as that stack's change (a destroy: every id held before; an up: the ids held before, not after)."""
         before = set(dep.held().values())
         start = utcnow()
+        cleared = self.begun_cleared(report)
         result = dep.stack.run(*args, check=False, timeout=600)
         end = utcnow()
         with report.lock:
@@ -1241,11 +1319,10 @@ class CLICampaign:
             dep.changes.append((start, end, frozenset(before - set(dep.held().values()))))
         if result.returncode != 0:
             said = [line.strip() for line in result.output.splitlines() if "error:" in line]
-            report.failed(
-                f"{dep.label} pulumi {args[0]}",
-                result.output,
-                (said or ["exit status " + str(result.returncode)])[-1],
-            )
+            line = (said or ["exit status " + str(result.returncode)])[-1]
+            report.failed(f"{dep.label} pulumi {args[0]}", result.output, line)
+            if cleared:
+                self.still_failing(report, dep, f"pulumi {args[0]}", line)
         return result.returncode == 0, result.output
 
     def cli_up_phase(
@@ -1274,6 +1351,17 @@ class CLICampaign:
             if self.cli(report, dep, "destroy", "--yes", "--skip-preview")[0]:
                 return True
         return False
+
+    def cli_cleared_phase(self: Any, plan: Plan, deps: list[CLIDeployment], report: Report) -> list[bool]:
+        """As :meth:`Campaign.cleared_phase`, through the CLI: ``pulumi up`` then ``pulumi destroy`` of each
+        stack, one try each, every fault cleared, no command of the user's in between."""
+        self.disarm_once(report)
+        ups = each(deps, lambda d: self.cli(report, d, "up", "--yes", "--skip-preview"))
+        for dep, (_ok, output) in zip(deps, ups, strict=True):
+            self.note_named(report, dep, [output])
+        self.audit_up(plan, deps, report, [ok for ok, _ in ups])
+        downs = each(deps, lambda d: self.cli(report, d, "destroy", "--yes", "--skip-preview"))
+        return [up[0] and down[0] for up, down in zip(ups, downs, strict=True)]
 
     def run_cli_cycle(self: Any, plan: Plan) -> Report | None:
         from harness.cli import provide
@@ -1334,8 +1422,11 @@ class CLICampaign:
                 if not plan.colleague_late:
                     colleague.stop_sessions()
             destroyed = each(deps, lambda d: self.cli_destroy_phase(d, report, colleague))
-            for dep, ok in zip(deps, destroyed, strict=True):
+            self.audit_billed(deps, report, "after its destroy")
+            cleared = self.cli_cleared_phase(plan, deps, report)
+            for dep, ok, ok_cleared in zip(deps, destroyed, cleared, strict=True):
                 dep.outcome += "" if ok else ", DESTROY FAILED"
+                dep.outcome += "" if ok_cleared else ", STILL FAILING WITH FAULTS CLEARED"
             self.finish(plan, report, deps, {f"stack export of {d.label}": d.stack.export() for d in deps})
             report.outcome = "; ".join(f"{d.role}: {d.outcome}" for d in deps)
         finally:
@@ -1428,12 +1519,98 @@ class Campaign(CLICampaign):
         return before
 
     def disarm_once(self, report: Report) -> None:
-        """Before a stack's last destroy try: the first stack there clears the faults for every stack."""
+        """Before a stack's last destroy try (or, when every destroy succeeded sooner, before the cleared phase):
+        the first stack there clears the faults for every stack, and spends a fail-next no object used."""
         with report.lock:
             if not report.disarmed:
-                report.disarmed = True
                 report.poisoned = self.poisoned_lists(report.plan)
                 report.stops_left = self.disarm(report)["stops_ignored"]
+                self.spend_fail_next(report)
+                report.disarmed = True
+
+    def spend_fail_next(self, report: Report) -> None:
+        """A fail-next that no object used during the faulty phase (a session's, when the stack's model resource
+        never got READY) stays armed in the emulator, which has no call that disarms one: the cleared phase's
+        create would land in ERROR, a fault that was not cleared. It is spent here, on objects of the out-of-band
+        key's own, made and then failed or stopped (never active at an audit point). The audits leave that key's
+        objects out (it is no stack's, nor the colleague's), and the faults injected do not count it."""
+        state = self.control.state()
+        for kind, _code in report.plan.fail_next:
+            table = state["model_resources" if kind == "model_resource" else "training_sessions"]
+            if any((o.get("error") or {}).get("message") == report.plan.message for o in table):
+                continue  # it landed
+            with httpx.Client(
+                base_url=self.server.base_url,
+                headers={"Authorization": f"Bearer {KEYS['oob']}", "User-Agent": "chaos-spender/1.0"},
+                timeout=15.0,
+            ) as http:
+                resource = http.post(RESOURCES, json=RESOURCE_BODY).raise_for_status().json()["id"]
+                status = self.settled(resource, "model_resources", ("PENDING", "CREATING"))
+                if kind == "training_session" and status == "READY":
+                    session = (
+                        http.post(
+                            SESSIONS,
+                            json={
+                                "model_resources_id": resource,
+                                "display_name": "chaos-spent-fail-next",
+                                "lora_config": {"rank": 8, "alpha": 16},
+                            },
+                        )
+                        .raise_for_status()
+                        .json()["id"]
+                    )
+                    if self.settled(session, "training_sessions", ("CREATING",)) == "RUNNING":
+                        http.post(f"{SESSIONS}/{session}/stop").raise_for_status()
+                    self.settled(session, "training_sessions", SESSION_ACTIVE)
+                if status == "READY":
+                    http.post(f"{RESOURCES}/{resource}/stop", params={"force": "true"}).raise_for_status()
+                self.settled(resource, "model_resources", RESOURCE_ACTIVE)
+            with report.lock:
+                report.notes.append(
+                    f"the {kind.replace('_', ' ')} fail-next was still armed when the faults were cleared: "
+                    "spent on an object of the out-of-band key"
+                )
+
+    def settled(self, ident: str, table: str, passing: tuple[str, ...], timeout: float = 60.0) -> str:
+        """The status of ``ident`` (in the emulator's ``table``) once it is none of ``passing``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((o for o in self.control.state()[table] if o["id"] == ident), None)
+            status = short(found["status"]) if found else "GONE"
+            if status not in passing or time.monotonic() > deadline:
+                return status
+            time.sleep(0.05)
+
+    @staticmethod
+    def begun_cleared(report: Report) -> bool:
+        """Whether a command beginning now runs with every fault cleared (and counts it if so)."""
+        with report.lock:
+            if report.disarmed:
+                report.cleared_commands += 1
+            return report.disarmed
+
+    @staticmethod
+    def blocked_by_left(report: Report) -> int:
+        """Of the commands still failing after faults cleared, those whose error names an object left for the
+        user to decide (a session of the stack's own key, named among look-alikes and dismissed, attached to the
+        stack's model resource, whose destroy the provider refuses): they wait for the user's decision, which the
+        cleared phase does not take. Still counted as still failing; said apart, so the cause is read at once."""
+        with report.lock:
+            return sum(
+                1 for line in report.still_failing_lines.values() if any(i in line for i in report.left)
+            )
+
+    @staticmethod
+    def still_failing(report: Report, stack: Any, what: str, line: str) -> None:
+        """A command that failed although every fault had been cleared before it began."""
+        with report.lock:
+            key = f"{stack.tag}:{what}:{report.cleared_commands}"
+            report.still_failing_lines[key] = line
+        report.find(
+            report.still_failing,
+            key,
+            f"still failing after faults cleared: {stack.label} {what} failed with every fault cleared: {line}",
+        )
 
     def poisoned_lists(self, plan: Plan) -> int:
         """How many of the poisoned lists were read (while poisoned: before the faults are cleared)."""
@@ -1467,6 +1644,7 @@ class Campaign(CLICampaign):
         engine._configured = False
         stack.set_current(process)
         errors: list[str] = []
+        cleared = self.begun_cleared(report)
         try:
             engine.configure(stack.config, secret_keys=["together:apiKey"])
             action(errors)
@@ -1474,6 +1652,8 @@ class Campaign(CLICampaign):
         except EngineError as exc:
             errors.insert(0, str(exc))
             report.failed(f"{stack.label} {what}", exc, first_line(exc))
+            if cleared:
+                self.still_failing(report, stack, what, first_line(exc))
             return False, errors
         finally:
             stack.set_current(None)
@@ -1594,12 +1774,7 @@ class Campaign(CLICampaign):
         "if one is"), the user, who cannot tell either, runs that command. Returns how many were dismissed."""
         dismissed = 0
         for text in errors:
-            with report.lock:
-                report.named |= {
-                    (stack.digest, stack.tag, ident)
-                    for found in CANDIDATES.finditer(text)
-                    for ident in UUID.findall(found.group(1))
-                }
+            self.note_named(report, stack, [text])
             for match in DISMISS.finditer(text):
                 entry = match.group(1)
                 named = {i for found in CANDIDATES.finditer(text) for i in UUID.findall(found.group(1))}
@@ -1622,6 +1797,41 @@ class Campaign(CLICampaign):
                             f"(candidates named: {', '.join(sorted(named)) or 'none'})"
                         )
         return dismissed
+
+    @staticmethod
+    def note_named(report: Report, stack: Any, errors: Iterable[str]) -> None:
+        """The look-alikes a failed command's errors named as candidates none of which could be proven the
+        stack's (what ``left for the user to decide`` reads)."""
+        with report.lock:
+            report.named |= {
+                (stack.digest, stack.tag, ident)
+                for text in errors
+                for found in CANDIDATES.finditer(text)
+                for ident in UUID.findall(found.group(1))
+            }
+
+    def cleared_phase(self, plan: Plan, stacks: list[Stack], report: Report) -> list[bool]:
+        """Once every fault is cleared (and every stack's destroy phase is over): each stack's ``up``, then its
+        ``destroy``, one try each, and no command of the user's in between (no ``journal dismiss``, no
+        ``adopt_id``): a stack whose commands still fail with nothing injected any more is wedged by what the
+        faulty phase left (a journal entry, an object no state holds, a session on its model resource), and each
+        such command is ``still failing after faults cleared``. The ``up`` is an audit point (its errors' named
+        look-alikes noted, as any try's); whether each stack got through both is returned."""
+        self.disarm_once(report)
+        ups = each(
+            stacks,
+            lambda s: self.command(
+                report, s, "up (faults cleared)", lambda errs: self.up(plan, s, report, errs)
+            ),
+        )
+        for stack, (_ok, errors) in zip(stacks, ups, strict=True):
+            self.note_named(report, stack, errors)
+        self.audit_up(plan, stacks, report, [ok for ok, _ in ups])
+        downs = each(
+            stacks,
+            lambda s: self.command(report, s, "destroy (faults cleared)", lambda errs: s.engine.destroy()),
+        )
+        return [up[0] and down[0] for up, down in zip(ups, downs, strict=True)]
 
     def await_inflight(self, killer: Killer) -> None:
         """After a kill during a POST's latency: let those POSTs land before the user's next `pulumi up`."""
@@ -1712,6 +1922,14 @@ class Campaign(CLICampaign):
                     strict=True,
                 )
             )
+            self.audit_billed(stacks, report, "after its destroy")
+            cleared = dict(
+                zip(
+                    (s.tag for s in running),
+                    self.cleared_phase(plan, running, report),
+                    strict=True,
+                )
+            )
             places = {f"engine state of {s.label}": s.state_dump() for s in stacks}
             if plan.runner is not None:
                 places["create journal in the bucket"] = self.bucket_text(plan)
@@ -1734,6 +1952,7 @@ class Campaign(CLICampaign):
             )
         for stack in stacks:
             stack.outcome += "" if destroyed.get(stack.tag, True) else ", DESTROY FAILED"
+            stack.outcome += "" if cleared.get(stack.tag, True) else ", STILL FAILING WITH FAULTS CLEARED"
         report.outcome = "; ".join(f"{s.tag}: {s.outcome}" for s in stacks)
         report.seconds = time.monotonic() - started
         return report
@@ -1799,7 +2018,7 @@ class Campaign(CLICampaign):
         the same owner from both stacks, each with its own stack's backend."""
         if not plan.backends:
             return
-        entries = journal_entries(report.since)
+        entries = [s.entry for s in journal_entries(report.since)]
         owners = [{e.owner for e in entries if e.owner and stack.owns(e)} for stack in stacks]
         if owners[0] & owners[1]:
             report.backends_seen = True
@@ -1826,8 +2045,36 @@ class Campaign(CLICampaign):
     # ---------------------------------------------------------------------------------------- audits
 
     def finish(self, plan: Plan, report: Report, stacks: list[Any], places: dict[str, str]) -> None:
-        """The audits after the last destroy: billed objects, duplicates, healthy objects stopped, leaks; and the
-        faults that fired."""
+        """The audits after the last destroy (the cleared phase's): billed objects, duplicates, healthy objects
+        stopped, leaks; and the faults that fired."""
+        state = self.audit_billed(stacks, report, "after the destroy with every fault cleared")
+        creators = state["created_with"]
+        self.audit_duplicates(plan, stacks, state, report)
+        requests = self.control.requests()
+        report.evidence = {
+            "emulator state.json": json.dumps(state, indent=1),
+            "request log.json": json.dumps(requests, indent=1),
+        }
+        self.audit_stops(stacks, state, requests, report)
+        report.colleague_made = sum(1 for digest in creators.values() if digest == DIGESTS["colleague"])
+        report.session_acts = sum(
+            1
+            for r in requests
+            if r["method"] == "POST"
+            and r["path"] == SESSIONS
+            and r["fault"]
+            and r.get("handler_status") == 200  # the handler ran and made the session
+            and r["status"] in (500, 503)
+        )
+        if not report.disarmed:
+            report.poisoned = self.poisoned_lists(plan)
+        report.faults += self.count_faults(plan, state, requests, report)
+        self.audit_leaks(report, {**places, "request log": json.dumps(requests)})
+
+    def audit_billed(self, stacks: list[Any], report: Report, when: str) -> dict[str, Any]:
+        """Billed after destroy: an active object made by a stack's key once its destroy is over (``when``: the
+        destroy phase's, whose last try runs with every fault cleared, and again the cleared phase's), apart from
+        what was left for the user. Returns the emulator's state it read."""
         state = self.control.state()
         creators = state["created_with"]
         mine = {s.digest for s in stacks} | {None}
@@ -1852,20 +2099,9 @@ class Campaign(CLICampaign):
                     report.billed,
                     ident,
                     f"billed after destroy: {kind_of(obj)} {ident} ({obj.get('display_name') or '-'}), made by "
-                    f"{who(creators.get(ident))}, is {short(obj['status'])}",
+                    f"{who(creators.get(ident))}, is {short(obj['status'])} {when}",
                 )
-        self.audit_duplicates(plan, stacks, state, report)
-        requests = self.control.requests()
-        report.evidence = {
-            "emulator state.json": json.dumps(state, indent=1),
-            "request log.json": json.dumps(requests, indent=1),
-        }
-        self.audit_stops(stacks, state, requests, report)
-        report.colleague_made = sum(1 for digest in creators.values() if digest == DIGESTS["colleague"])
-        if not report.disarmed:
-            report.poisoned = self.poisoned_lists(plan)
-        report.faults += self.count_faults(plan, state, requests, report)
-        self.audit_leaks(report, {**places, "request log": json.dumps(requests)})
+        return state
 
     def audit_up(self, plan: Plan, stacks: list[Any], report: Report, converged: list[bool]) -> None:
         """The audits after an up phase (every stack's, joined): left for the user, orphans, lost state, taken.
@@ -1890,14 +2126,14 @@ class Campaign(CLICampaign):
                     f"is {short(obj['status'])}: the user dismissed the journal entry that named it among "
                     "look-alikes none of which could be proven the stack's",
                 )
-        open_entries = [e for e in journal_entries(0.0) if e.state in ("intent", "posting")]
+        open_entries = [s for s in journal_entries(0.0) if s.entry.state in (State.INTENT, State.POSTING)]
         for digest, tag, ident in sorted(report.named):
             obj = known.get(ident)
             if obj is None or not active(obj) or creators.get(ident) != digest or ident in ids:
                 continue
             if (digest, ident) in report.left_named or ident in report.left:
                 continue
-            entry = next((e for e in open_entries if by_tag[tag].owns(e)), None)
+            entry = next((s for s in open_entries if by_tag[tag].owns(s.entry)), None)
             if entry is not None:  # recorded, named to the user: what a next try would ask them to decide
                 report.find(
                     report.left,
@@ -1905,7 +2141,7 @@ class Campaign(CLICampaign):
                     f"left for the user to decide (not a failure): {kind_of(obj)} {ident}, made by {who(digest)}, "
                     f"is {short(obj['status'])}: the last try's error named it among look-alikes none of which "
                     f"could be proven the stack's, and the create journal still records it (entry "
-                    f"{entry.path.stem}: `journal list` shows it)",
+                    f"{entry.name}: `journal list` shows it)",
                 )
         for obj in objects:
             ident = obj["id"]
@@ -2013,15 +2249,16 @@ class Campaign(CLICampaign):
             with report.lock:
                 report.zombies_seen += 1
         held = set(stack.held().values()) | stack.pending()
-        for entry in journal_entries(killed):  # written since the kill
+        for seen in journal_entries(killed):  # written since the kill
+            entry = seen.entry
             if entry.process is None or entry.process.pid != pid:
                 continue
-            if entry.state == "done" and entry.id not in held:
+            if entry.state == State.DONE and entry.id not in held:
                 report.find(
                     report.unnoticed,
-                    f"{stack.tag}:{entry.path.stem}",
+                    f"{stack.tag}:{seen.name}",
                     f"engine death unnoticed: {stack.label}'s provider (pid {pid}) marked its create of "
-                    f"{entry.kind} {entry.id} done after its engine was killed (entry {entry.path.stem}): the "
+                    f"{entry.kind} {entry.id} done after its engine was killed (entry {seen.name}): the "
                     "answer reached nobody, and the next `pulumi up` cannot take it over",
                 )
             elif entry.note == lifeline.GONE_NOTE and entry.id:
@@ -2138,7 +2375,11 @@ class Campaign(CLICampaign):
         """Healthy objects stopped: see the module docstring for what explains a stop."""
         creators = state["created_with"]
         known = {o["id"]: o for o in (*state["model_resources"], *state["training_sessions"])}
-        by_digest = {s.digest: s for s in stacks}
+        # Two runners of one stack share its key: a stop that key sent is either runner's, and is explained by a
+        # change of either (the request log cannot tell two machines of one key apart).
+        by_digest: dict[str, list[Any]] = {}
+        for each_stack in stacks:
+            by_digest.setdefault(each_stack.digest, []).append(each_stack)
         stops = []
         for r in requests:
             match = STOP_PATH.match(r["path"]) if r["method"] == "POST" else None
@@ -2165,11 +2406,11 @@ class Campaign(CLICampaign):
                     f"{r['at']} (HTTP {r['status']})",
                 )
                 continue
-            stack = by_digest.get(sender)
-            if stack is None:
+            senders = by_digest.get(sender or "")
+            if senders is None:
                 continue  # the colleague stopping his own
             related = {ident} | ({obj["model_resources_id"]} if "model_resources_id" in obj else set())
-            if any(start <= at <= end and ident in ids for start, end, ids in stack.changes):
+            if any(start <= at <= end and ident in ids for one in senders for start, end, ids in one.changes):
                 continue  # that stack's destroy, replacement or removal of it
             if any(short(known[i]["status"]) == "ERROR" for i in related if i in known):
                 continue  # an injected fail-next, on it or on its model resource
@@ -2180,7 +2421,8 @@ class Campaign(CLICampaign):
             report.find(
                 report.healthy,
                 ident,
-                f"healthy object stopped: {what}, made by {stack.label}, was stopped by it at {r['at']} "
+                f"healthy object stopped: {what}, made by {' or '.join(one.label for one in senders)}, was stopped "
+                f"by it at {r['at']} "
                 f"(HTTP {r['status']}) with no change of that stack and no fault on it to explain it",
             )
 
@@ -2193,6 +2435,8 @@ class Campaign(CLICampaign):
             1
             for obj in (*state["model_resources"], *state["training_sessions"])
             if (obj.get("error") or {}).get("message") == plan.message
+            # not one the campaign spent a fail-next on (Campaign.spend_fail_next): it hit no stack
+            and state["created_with"].get(obj["id"]) != DIGESTS["oob"]
         )
         lagged = 0
         if plan.settings.get("read_lag"):
@@ -2312,7 +2556,8 @@ class Killer(threading.Thread):
             if next((r["fired"] for r in control.faults() if r["id"] == self.rule_id), 0):
                 return now - seen.setdefault("post", now) >= KILL_LATENCY / 4
             return False
-        for entry in journal_entries(self.since):
+        for found in journal_entries(self.since):
+            entry = found.entry
             if (
                 entry.kind == JOURNAL_KIND[self.kind]
                 and entry.id is None
@@ -2320,7 +2565,7 @@ class Killer(threading.Thread):
                 and entry.process is not None
                 and entry.process.pid == process.provider_pid
             ):
-                first = seen.setdefault(str(entry.path), now)
+                first = seen.setdefault(found.key, now)
                 if now - first >= KILL_LATENCY / 4:
                     return True
         return False
@@ -2365,11 +2610,11 @@ class Pauser(threading.Thread):
         while not self.stop.is_set():
             process = self.stack.current()
             if process is not None and process.provider_pid is not None:
-                for entry in journal_entries(self.since):
+                for entry in (s.entry for s in journal_entries(self.since)):
                     if (
                         entry.kind == JOURNAL_KIND["resource"]
                         and entry.id is not None
-                        and entry.state != "done"
+                        and entry.state != State.DONE
                         and entry.process is not None
                         and entry.process.pid == process.provider_pid
                     ):
@@ -2426,7 +2671,7 @@ class Colleague(threading.Thread):
         except Exception as exc:  # the colleague's own trouble ends his part, never the cycle
             self.said.append(f"colleague: {type(exc).__name__}: {exc}")
 
-    def ours(self, entry: journal.Entry) -> bool:
+    def ours(self, entry: Entry) -> bool:
         """An entry of one of this cycle's stacks (the journal is the campaign's, across cycles)."""
         return bool(entry.owner) and any(f"/{stack.name}/" in str(entry.owner) for stack in self.stacks)
 
@@ -2436,26 +2681,31 @@ class Colleague(threading.Thread):
         """The body to POST now for that look, or None (not yet)."""
         if trigger == "random":
             return self.declared_body(kind) if time.monotonic() - started >= delay else None
-        entries = [e for e in journal_entries(self.since) if e.kind == JOURNAL_KIND[kind] and self.ours(e)]
+        entries = [
+            s
+            for s in journal_entries(self.since)
+            if s.entry.kind == JOURNAL_KIND[kind] and self.ours(s.entry)
+        ]
         if trigger == "inflight":  # a POST of that request sent, not answered (the colleague reads its body)
-            for entry in entries:
+            for found in entries:
+                entry = found.entry
                 fresh = entry.sends and (utcnow() - max(entry.sends)).total_seconds() < 2
                 if (
-                    entry.state == "posting"
+                    entry.state == State.POSTING
                     and fresh
                     and entry.answered_at is None
                     and entry.id is None
-                    and str(entry.path) not in seen
+                    and found.key not in seen
                 ):
-                    seen.add(str(entry.path))
+                    seen.add(found.key)
                     return dict(entry.body)
             return None
         # "interrupted": just after the kill, the request the killed create was making
         if self.killer is None or not self.killer.fired.is_set():
             return None
         pid = self.killer.stack.killed_pid
-        for entry in entries:
-            if entry.process is not None and entry.process.pid == pid and entry.state != "done":
+        for entry in (s.entry for s in entries):
+            if entry.process is not None and entry.process.pid == pid and entry.state != State.DONE:
                 return dict(entry.body)
         return self.declared_body(kind)
 
@@ -2471,7 +2721,7 @@ class Colleague(threading.Thread):
         }
         bodies = [
             e.body
-            for e in reversed(journal_entries(self.since))
+            for e in (s.entry for s in reversed(journal_entries(self.since)))
             if e.kind == JOURNAL_KIND[kind]
             and self.ours(e)
             and (kind == "resource" or e.body.get("model_resources_id") in ready)
@@ -2545,6 +2795,7 @@ MUST_BE_ZERO = (
     "lost state",
     "key leaks",
     "engine deaths unnoticed",
+    "commands still failing after faults cleared",
 )
 
 
@@ -2579,6 +2830,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="further cycles with state and journal in a bucket and runners as machines (RUNNER_CASES in turn)",
     )
+    parser.add_argument(
+        "--focus",
+        choices=FOCUSES,
+        default=None,
+        help="put this fault in every cycle, on top of its drawn mix (session-act-then-5xx: session creates "
+        "that act, then get the API's own 500/503)",
+    )
     parser.add_argument("--verbose", action="store_true", help="one line per cycle, findings as they come")
     parser.add_argument("--dry-run", action="store_true", help="print each cycle's plan and run nothing")
     parser.add_argument(
@@ -2597,8 +2855,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def plan_of(cycle: int) -> Plan:
         if cycle in runner_cycles:
-            return make_runner_plan(args.seed, cycle)
-        return make_plan(args.seed, cycle, cli=cycle in cli_cycles)
+            return make_runner_plan(args.seed, cycle, focus=args.focus)
+        return make_plan(args.seed, cycle, cli=cycle in cli_cycles, focus=args.focus)
 
     if args.dry_run:
         for cycle in (*cycles, *cli_cycles, *runner_cycles):
@@ -2628,12 +2886,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"{report.seconds:.1f} s",
                     flush=True,
                 )
-            replay = f"--seed {args.seed} --first-cycle {cycle} " + (
-                "--cycles 0 --cli-cycles 1"
-                if plan.cli
-                else "--cycles 0 --runner-cycles 1"
-                if plan.runner
-                else "--cycles 1"
+            replay = (
+                f"--seed {args.seed} --first-cycle {cycle} "
+                + (f"--focus {args.focus} " if args.focus else "")
+                + (
+                    "--cycles 0 --cli-cycles 1"
+                    if plan.cli
+                    else "--cycles 0 --runner-cycles 1"
+                    if plan.runner
+                    else "--cycles 1"
+                )
             )
             for finding in report.findings:
                 print(f"chaos: cycle {cycle} (replay: {replay}): {finding}", file=sys.stderr, flush=True)
@@ -2656,15 +2918,16 @@ def main(argv: list[str] | None = None) -> int:
         "lost state": sum(len(r.lost) for r in reports),
         "key leaks": sum(len(r.leaks) for r in reports),
         "engine deaths unnoticed": sum(len(r.unnoticed) for r in reports),
+        "commands still failing after faults cleared": sum(len(r.still_failing) for r in reports),
     }
     if args.verbose:
         print(f"wall time: {time.monotonic() - started:.1f} s", file=sys.stderr)
-    for case, cycles_of in (
+    for which, cycles_of in (
         ("cross-backend", [r.plan for r in reports if r.plan.backends]),
         ("zombie engine", [r.plan for r in reports if r.plan.zombie]),
     ):
         named = ", ".join(f"{p.cycle}{' (CLI)' if p.cli else ''}" for p in cycles_of) or "none"
-        print(f"{case} case in cycles: {named} (seed {args.seed})")
+        print(f"{which} case in cycles: {named} (seed {args.seed})")
     named = ", ".join(f"{r.plan.cycle} ({r.plan.runner.label})" for r in reports if r.plan.runner) or "none"
     print(f"runner cases in cycles: {named} (seed {args.seed})")
     print(f"cycles: {len(reports)}")
@@ -2677,6 +2940,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cross-backend cycles: {sum(r.backends_seen for r in reports)}")
     print(f"cross-backend cycles with a kill: {sum(r.backends_seen and r.kills > 0 for r in reports)}")
     print(f"colleague look-alikes: {sum(r.colleague_made for r in reports)}")
+    print(f"session creates made, then answered 500/503: {sum(r.session_acts for r in reports)}")
+    print(
+        f"cycles with a session create made, then answered 500/503: {sum(r.session_acts > 0 for r in reports)}"
+    )
     print(f"twin cycles with a kill: {sum(r.plan.twins and r.kills > 0 for r in reports)}")
     print(f"kills during a take-over: {sum(r.takeover_kills for r in reports)}")
     print(f"poisoned lists: {sum(r.poisoned for r in reports)}")
@@ -2695,6 +2962,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stragglers that lost their lease: {sum(r.straggler_lost for r in runs)}")
     print(f"left for the user to decide: {sum(len(r.left) for r in reports)}")
     print(f"taken, indistinguishable from the stack's own: {sum(len(r.unprovable) for r in reports)}")
+    print(f"commands run after faults cleared: {sum(r.cleared_commands for r in reports)}")
+    print(
+        "commands still failing after faults cleared, waiting for what was left for the user: "
+        f"{sum(Campaign.blocked_by_left(r) for r in reports)}"
+    )
     for name, value in totals.items():
         print(f"{name}: {value}")
     sys.stdout.flush()

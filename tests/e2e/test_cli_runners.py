@@ -149,15 +149,18 @@ def test_a_runner_thrown_away_mid_create_then_the_next_runner_recovers_and_its_u
     assert [p["type"] for p in pending(second)] == ["creating"]  # what the engine left
     if how == "sigkill":
         assert locks(second)  # a SIGTERMed engine unlocks its stack on its way out; a killed one cannot
-
-    if how == "sigkill":
-        # The killed engine's lock is seconds old: its run might be at work (no journal shows a run that is not
-        # creating a Together object), so recover refuses it until told the run is gone.
+        # The killed CLI's lock is seconds old: `recover` cannot tell it from a run still at work before it
+        # creates anything (its preview, its other resources), so it refuses and changes nothing.
         refused = second.module("recover", "--stack", second.name)
         assert refused.returncode == 4, refused
-        assert "its lock was taken" in refused.stderr and "again with --force" in refused.stderr
-        assert locks(second) and pending(second)  # nothing was changed
+        [sentence] = [line for line in refused.stderr.splitlines() if line.startswith("error: ")]
+        assert "and it is younger than 2 min, so its `pulumi up` may still be at work" in sentence, sentence
+        assert sentence.endswith("if it is gone, run this command again with --force."), sentence
+        assert locks(second) and [p["type"] for p in pending(second)] == ["creating"]  # nothing changed
+
     started = time.monotonic()
+    # --force: the harness has just killed that runner (its whole process tree, then its folders), so the young
+    # lock is provably no run at work. (A cancelled runner's engine unlocked the stack itself: no lock to judge.)
     recovered = second.module("recover", "--stack", second.name, *(["--force"] if how == "sigkill" else []))
     print(f"recover took {time.monotonic() - started:.1f} s")
 
@@ -256,9 +259,10 @@ def test_two_stacks_in_one_bucket_creating_at_once_each_get_their_own_object(run
 
 def test_a_colleagues_look_alike_is_never_taken_by_the_next_runner(runners, emulator):
     """A colleague makes the identical resource by hand while runner A's POST is in flight, and A is thrown away
-    before the answer (no id recorded; its delayed POST still makes an object). Runner B's `recover` clears the
-    pending create (the journal keeps the POST's window); B's `up` cannot tell which object is the stack's, so it
-    takes neither, makes nothing, stops nothing, and names them. The colleague's object is active and untouched
+    before the answer (no id recorded; its delayed POST still makes an object). Runner B's `recover` (with
+    --force: the harness has just killed A) clears the pending create, the journal keeping the POST's window (a
+    POST sent, no answer: ambiguous); B's `up` cannot tell which object is the stack's, so it takes neither, makes
+    nothing, stops nothing, and names them. The colleague's object is active and untouched
     at the end. (The plugin face: the names the error gives are the schema's.)"""
     face = PLUGIN
     emulator.control.configure(timings={"resource_pending": 1.0})
@@ -279,9 +283,14 @@ def test_a_colleagues_look_alike_is_never_taken_by_the_next_runner(runners, emul
     before = {r["id"] for r in model_resources(emulator)}
     emulator.control.clear_requests()
 
-    recovered = b.module("recover", "--stack", b.name, "--force")  # runner A is gone: its lock is seconds old
+    # --force: the harness has just thrown runner A away (its process tree SIGKILLed): its CLI's lock is seconds
+    # old, which `recover` alone cannot tell from a run at work (the refusal is the first test's).
+    recovered = b.module("recover", "--stack", b.name, "--force")
     assert recovered.returncode == 0, recovered
-    assert "-> clear it: its POST got no answer and the create journal keeps its window" in recovered.stdout
+    assert (
+        "-> clear it: its POST got no answer and the create journal keeps its window: the next `pulumi up` takes "
+        "over what it made if it is the one object that matches within that window" in recovered.stdout
+    ), recovered
     rerun = b.up(check=False)
 
     assert rerun.returncode != 0
