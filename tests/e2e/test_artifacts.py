@@ -2,8 +2,10 @@
 checkout on the path and a local package index in place of PyPI (harness/artifacts.py).
 
 * ``dist/`` holds every artifact of the version, listed in ``SHA256SUMS``: the wheel and sdist, five identical
-  plugin archives (``PulumiPlugin.yaml``, ``requirements.txt`` of this exact version, the launcher), the Python
-  SDK's wheel and the TypeScript SDK's tarball, both SDKs naming the release's GitHub repository as ``server``.
+  plugin archives (``PulumiPlugin.yaml``, the launcher, the package's wheel and a ``requirements.txt`` that
+  installs that wheel and the locked dependencies with their hashes), the Python SDK's wheel and the TypeScript
+  SDK's tarball, both SDKs naming the release's GitHub repository as ``server``. The archives are rebuilt here
+  from the wheel and uv.lock, byte for byte.
 * The README's install commands, read from the README itself (each block after its ``<!-- install:... -->``
   marker), with the index swapped for the local one:
   - ``uv add "pulumi-together-rl[emulator,policy]"`` in a new project, whose README program then runs preview
@@ -24,6 +26,7 @@ The artifacts are built once per run (or taken from ``TOGETHER_RL_DIST``); every
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -37,7 +40,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from harness.artifacts import ReleaseServer, sha256, user_env
+from harness.artifacts import ReleaseServer, dist_script, sha256, user_env
 from harness.cli import ROOT, CLIStack, active, unavailable, writes
 from harness.faces import PLUGIN
 
@@ -141,7 +144,7 @@ def server(dist):
 # ------------------------------------------------------------------------------------------- what dist holds
 
 
-def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist):
+def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist, tmp_path):
     version = dist.version
     print(
         f"dist built in {dist.seconds:.0f} s: "
@@ -158,21 +161,36 @@ def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist):
     }
     sums = dist.sums()
     assert set(sums) == {p.name for p in dist.folder.iterdir()} - {"SHA256SUMS"}
-    import hashlib
-
     for name, digest in sums.items():
         assert hashlib.sha256(dist.path(name).read_bytes()).hexdigest() == digest, name
 
-    # One plugin folder under five names: nothing built for a platform, nothing bundled.
+    # One plugin folder under five names, nothing built for a platform: the launcher, the package's own wheel
+    # (the very file of dist/), and requirements that install that wheel and the locked dependencies with hashes.
     assert len({sums[name] for name in archives}) == 1
     with tarfile.open(dist.host_archive()) as tar:
         members = {m.name: m for m in tar.getmembers()}
-        assert sorted(members) == ["PulumiPlugin.yaml", "__main__.py", "requirements.txt"]
-        assert all(m.isfile() and m.mode == 0o644 for m in members.values())
-        read = {name: tar.extractfile(member).read().decode() for name, member in members.items()}
-    assert read["requirements.txt"] == f"pulumi-together-rl[bucket]=={version}\n"  # a bucket journal too
+        assert sorted(members) == ["PulumiPlugin.yaml", "__main__.py", dist.wheel.name, "requirements.txt"]
+        assert all(
+            m.isfile() and m.mode == 0o644 and m.mtime == dist_script().EPOCH for m in members.values()
+        )
+        read = {name: tar.extractfile(member).read() for name, member in members.items()}
+    assert read[dist.wheel.name] == dist.wheel.read_bytes()
     assert yaml.safe_load(read["PulumiPlugin.yaml"]) == {"runtime": "python"}
-    assert "from pulumi_together_rl.plugin.server import main" in read["__main__.py"]
+    assert b"from pulumi_together_rl.plugin.server import main" in read["__main__.py"]
+    requirements = read["requirements.txt"].decode()
+    lines = [line for line in requirements.splitlines() if line and not line.lstrip().startswith("#")]
+    assert lines[0] == f"./{dist.wheel.name}[bucket] --hash=sha256:{sums[dist.wheel.name]}"
+    pinned = [line for line in lines[1:] if not line.startswith(" ")]
+    assert pinned and all(re.fullmatch(r"[a-z0-9._-]+==\S+( ; .*)? \\", line) for line in pinned), pinned
+    assert requirements.count("--hash=sha256:") > len(pinned)  # every dependency with its files' hashes
+    assert {"pulumi", "obstore", "grpcio", "pydantic"} <= {line.split("==")[0] for line in pinned}
+    assert "pulumi-together-rl" not in {line.split("==")[0] for line in pinned}  # never from an index
+
+    # Reproducible: the same wheel and uv.lock give the same archive, byte for byte.
+    script = dist_script()
+    again = tmp_path / "again.tar.gz"
+    script.write_archive(again, script.plugin_files(version, dist.wheel, script.locked_requirements()))
+    assert again.read_bytes() == dist.host_archive().read_bytes()
 
     with zipfile.ZipFile(dist.wheel) as wheel:
         names = wheel.namelist()
