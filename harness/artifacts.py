@@ -159,8 +159,8 @@ def provide_dist(shared: Path) -> Dist:
 
 
 def base_python() -> Path:
-    """The interpreter this test run's venv was made from: a plain Python, as a user's (the index is built for
-    its version)."""
+    """The interpreter this test run's venv was made from: a plain Python, as a user's (uv's projects and the
+    plugin's venv are made with it)."""
     return Path(getattr(sys, "_base_executable", sys.executable)).resolve()
 
 
