@@ -5,21 +5,18 @@ artifact tests (tests/e2e/test_artifacts.py).
   workflow's, downloaded from its build job), checked against its ``SHA256SUMS``; else built once per test run by
   ``scripts/dist.py`` (what ``make dist`` runs) into a folder that every pytest-xdist worker of the run shares,
   the first worker building behind a file lock while the others wait for it.
-* :func:`provide_index`: a local package index in place of PyPI, a ``--find-links`` folder: the built wheels,
-  every runtime dependency the lock pins (``uv export`` of uv.lock, downloaded by pip with their hashes, for this
-  Python), and pip, setuptools and wheel, which the Python language host upgrades in a plugin's new venv before it
-  installs the plugin's requirements. Built once per run beside the artifacts, under the same lock.
-* :class:`ReleaseServer`: a loopback HTTP server in place of GitHub and npm: ``/releases/<file>`` serves the
-  artifacts as the GitHub release does (the engine's plugin download, redirected to it by
-  ``PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES``), and the ``@pulumi-together-rl`` scope of an npm registry serves the
-  TypeScript SDK's tarball (the rest of npm stays the real registry).
+* :func:`scratch`: a folder outside the repository holding ``dist/`` (copies of the artifacts) and nothing else,
+  where the README's install commands run as written.
+* :class:`ReleaseServer`: a loopback HTTP server in place of GitHub's release downloads: ``/releases/<file>``
+  serves the artifacts as the GitHub release does (the engine's plugin download, redirected to it by
+  ``PULUMI_PLUGIN_DOWNLOAD_URL_OVERRIDES``).
 * :func:`user_env`: a user's shell: the Pulumi CLI, uv and a plain Python on ``PATH`` (never this repository's
-  venv), every index swapped for the local ones, and a Pulumi home and file backend of the test's own.
+  venv), no setting of this project, pip or uv (so every package comes from the public index, PyPI, and
+  npm's from its registry), and a Pulumi home and file backend of the test's own.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import fcntl
@@ -27,15 +24,12 @@ import functools
 import hashlib
 import http.server
 import importlib.util
-import io
-import json
 import os
 import platform
 import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -46,11 +40,6 @@ from urllib.parse import unquote
 from .cli import PASSPHRASE, ROOT
 
 DIST_ENV = "TOGETHER_RL_DIST"
-NPM_SCOPE = "@pulumi-together-rl"
-# What the Python language host's pip toolchain installs into a new plugin venv before the requirements
-# (`pip install --upgrade pip setuptools wheel`): with no index but the local one, these must be in it.
-VENV_TOOLS = ("pip==26.3", "setuptools==84.2.1", "wheel==0.48.0", "packaging==26.4")
-PIP = "pip==26.3"  # the pip that downloads the index (uv has no `pip download`)
 BUILD_TIMEOUT = 1200  # seconds: a cold machine fetches the build backends and every dependency
 
 
@@ -170,42 +159,23 @@ def provide_dist(shared: Path) -> Dist:
 
 
 def base_python() -> Path:
-    """The interpreter this test run's venv was made from: a plain Python, as a user's (the index is built for
-    its version)."""
+    """The interpreter this test run's venv was made from: a plain Python, as a user's (uv's projects and the
+    plugin's venv are made with it)."""
     return Path(getattr(sys, "_base_executable", sys.executable)).resolve()
 
 
-def provide_index(dist: Dist, shared: Path) -> Path:
-    index = shared / "index"
-    with _locked(shared):
-        if not (index / ".complete").exists():
-            shutil.rmtree(index, ignore_errors=True)
-            index.mkdir(parents=True)
-            uv = _uv()
-            env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
-            exported = _run(
-                [*uv, "export", "--frozen", "--no-dev", "--extra", "emulator", "--extra", "policy",
-                 "--no-emit-project", "--no-header", "--format", "requirements-txt"],
-                "uv export", cwd=ROOT, env=env,
-            )  # fmt: skip
-            requirements = index / ".requirements.txt"
-            requirements.write_text(exported.stdout)
-            download = [*uv, "tool", "run", "--python", str(base_python()), "--from", PIP, "pip", "download",
-                        "--disable-pip-version-check", "--only-binary=:all:", "--dest", str(index)]  # fmt: skip
-            _run(
-                [*download, "--no-deps", "--require-hashes", "-r", str(requirements)],
-                "pip download (locked)",
-                env=env,
-            )
-            _run([*download, *VENV_TOOLS], "pip download (venv tools)", env=env)
-            for built in (dist.wheel, dist.sdk_wheel):
-                shutil.copy2(built, index / built.name)
-            (index / ".complete").write_text("")
-    return index
+def scratch(dist: Dist, folder: Path) -> Path:
+    """``folder`` (made here) holding ``dist/``, a copy of every artifact and nothing else: a user's folder with a
+    release's files, where the README's commands run as written."""
+    copy = folder / "dist"
+    copy.mkdir(parents=True)
+    for path in dist.folder.iterdir():
+        shutil.copy2(path, copy / path.name)
+    return folder
 
 
 class ReleaseServer:
-    """GitHub's release downloads and the npm registry's ``@pulumi-together-rl`` scope, on loopback."""
+    """GitHub's release downloads on loopback: ``/releases/<file>`` serves each artifact of ``dist``."""
 
     def __init__(self, dist: Dist):
         self.dist = dist
@@ -226,22 +196,6 @@ class ReleaseServer:
         """The URL that stands in for the project's GitHub releases (``/releases/<file>``)."""
         return f"{self.url}/releases"
 
-    def packument(self) -> dict:
-        """The npm registry's document of the SDK package: its one version, the tarball here."""
-        tarball = self.dist.npm_tarball
-        data = tarball.read_bytes()
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            member = tar.extractfile("package/package.json")
-            assert member is not None
-            manifest = json.load(member)
-        manifest["dist"] = {
-            "tarball": f"{self.url}/npm/{tarball.name}",
-            "shasum": hashlib.sha1(data).hexdigest(),
-            "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode(),
-        }
-        version = manifest["version"]
-        return {"name": manifest["name"], "dist-tags": {"latest": version}, "versions": {version: manifest}}
-
     def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
         server = self
 
@@ -249,17 +203,13 @@ class ReleaseServer:
             def do_GET(self) -> None:
                 path = unquote(self.path.split("?", 1)[0])
                 server.requests.append(path)
-                body, kind = None, "application/octet-stream"
                 name = path.rsplit("/", 1)[-1]
-                if path.startswith(("/releases/", "/npm/")) and (server.dist.folder / name).is_file():
-                    body = (server.dist.folder / name).read_bytes()
-                elif path.lower() == f"/{NPM_SCOPE}/sdk":
-                    body, kind = json.dumps(server.packument()).encode(), "application/json"
-                if body is None:
+                if not (path.startswith("/releases/") and (server.dist.folder / name).is_file()):
                     self.send_error(404)
                     return
+                body = (server.dist.folder / name).read_bytes()
                 self.send_response(200)
-                self.send_header("Content-Type", kind)
+                self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -270,17 +220,23 @@ class ReleaseServer:
         return Handler
 
 
+INDEX_SETTINGS = ("PIP_", "UV_", "npm_", "NPM_CONFIG_")
+"""The prefixes of every setting that could point pip, uv or npm at another index (``PIP_FIND_LINKS``,
+``UV_INDEX_URL``, ...): none reaches a user's shell."""
+
+
 def user_env(
-    tmp: Path, index: Path, *, bin_dirs: tuple[str, ...] = (), server: ReleaseServer | None = None
+    tmp: Path, *, bin_dirs: tuple[str, ...] = (), server: ReleaseServer | None = None, **extra: str
 ) -> dict[str, str]:
     """A user's environment in ``tmp``: ``bin_dirs`` (the Pulumi CLI, a language host), uv and the plain Python
-    first on PATH, nothing of this repository (its venv, its package, its TOGETHER_*/PULUMI_* settings), the local
-    index instead of PyPI for uv and pip, and ``server`` instead of GitHub's releases."""
+    first on PATH, nothing of this repository (its venv, its package, its TOGETHER_*/PULUMI_* settings), no
+    setting of pip, uv or npm (every package from the public index), ``server`` instead of GitHub's releases, and
+    ``extra`` (a bucket's credentials)."""
     here = str(ROOT)
     keep = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("TOGETHER_", "PULUMI_", "UV_", "PIP_", "VIRTUAL_ENV", "PYTHON", "npm_"))
+        if not k.startswith(("TOGETHER_", "PULUMI_", "VIRTUAL_ENV", "PYTHON", *INDEX_SETTINGS))
         and k not in ("PWD", "OLDPWD")
     }
     uv_dir = str(Path(shutil.which("uv") or _uv()[0]).parent)  # the README's commands run `uv`
@@ -305,13 +261,9 @@ def user_env(
         "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
         "TOGETHER_RL_STATE_DIR": str(tmp / "journal"),
         "TOGETHER_RL_POLL_INTERVAL": "0.2",
-        # The index swapped: uv (the README's commands) and pip (the language host's, in a plugin's venv).
-        "UV_NO_INDEX": "1",
-        "UV_FIND_LINKS": str(index),
+        # uv's Python: the one this run's venv was made from, rather than one uv would download.
         "UV_PYTHON": str(base_python()),
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": str(index),
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        **extra,
     }
     if server is not None:
         from pulumi_together_rl.plugin.package_schema import plugin_download_url

@@ -4,11 +4,14 @@
 * the provider plugin's archives, ``pulumi-resource-together-rl-v<V>-<os>-<arch>.tar.gz`` for linux and darwin
   (amd64, arm64) and windows (amd64): what ``pulumi plugin install resource together-rl <V>`` unpacks, and what
   the engine downloads from the GitHub release that the schema's ``pluginDownloadURL`` names. Each is the same
-  pure-Python folder: ``PulumiPlugin.yaml`` (``runtime: python``), ``requirements.txt`` (this exact version of
-  the package, with its ``bucket`` extra: a stack whose state is in a bucket keeps its journal there) and the
-  launcher ``__main__.py``. Nothing is bundled: the engine has the Python language host
-  make the plugin's venv and install its requirements at install time, with the user's own Python, so no wheel
-  built for another Python lands there and no pip runs during a preview;
+  pure-Python folder, and installs from itself: ``PulumiPlugin.yaml`` (``runtime: python``), the launcher
+  ``__main__.py``, the package's own wheel, and ``requirements.txt``: that wheel by relative path with its
+  ``bucket`` extra (a stack whose state is in a bucket keeps its journal there) and its SHA-256, then every
+  runtime dependency as uv.lock pins it, with its hashes (``uv export``). The engine has the Python language
+  host make the plugin's venv and run ``pip install -r requirements.txt`` in the plugin's folder at install time,
+  with the user's own Python: pip installs in hash-checking mode, takes nothing of this project from an index
+  (the archive works before the package is on PyPI), no wheel built for another Python lands there, and no pip
+  runs during a preview;
 * the generated SDKs: the Python SDK's wheel (``pulumi_together_rl_sdk-<V>-py3-none-any.whl``) and the
   TypeScript SDK's npm tarball (``pulumi-together-rl-sdk-<V>.tgz``), from the checked-in ``sdk/`` (``make sdk``;
   a release-tier test holds them to the schema);
@@ -16,8 +19,9 @@
 
 The version is the package's ``__version__`` (provider/pulumi_together_rl/__init__.py), which the SDKs and the
 schema carry too: a mismatch stops the build. Needs uv (the Makefile's) and npm; the builds fetch their build
-backends (hatchling, setuptools) from the package index the first time. The archives are reproducible (fixed
-times, owners and modes): the same tree gives the same bytes, and the five are one folder under five names.
+backends (hatchling, setuptools) from the package index the first time. The artifacts are reproducible: the
+builds run with ``SOURCE_DATE_EPOCH`` fixed, and the archives have fixed times, owners and modes, so the same tree
+and uv.lock give the same bytes; the five archives are one folder under five names.
 
     uv run python scripts/dist.py [--out DIR]
 """
@@ -66,12 +70,41 @@ def archive_name(ver: str, os_name: str, arch: str) -> str:
     return f"pulumi-resource-{PLUGIN}-v{ver}-{os_name}-{arch}.tar.gz"
 
 
-def plugin_files(ver: str) -> dict[str, bytes]:
+REQUIREMENTS_HEADER = """\
+# pulumi-together-rl {version} with its bucket extra, for this plugin's own venv: `pulumi plugin install` has the
+# Python language host make `venv` in this folder and run `pip install -r requirements.txt` here. The package
+# is the wheel beside this file (a path relative to this folder, which is pip's working directory), and every
+# dependency is pinned as the project's uv.lock pins it. Every line has its hashes, so pip installs in
+# hash-checking mode: nothing of this project comes from an index, and no file that differs from the lock's is
+# installed.
+"""
+
+
+def locked_requirements() -> str:
+    """The runtime dependencies of the package with its ``bucket`` extra, as uv.lock pins them, each with the
+    hashes of its files (every platform's: the one archive serves them all), in requirements form."""
+    return run(
+        [*uv(), "export", "--frozen", "--no-dev", "--extra", "bucket", "--hashes", "--no-emit-project",
+         "--no-header", "--format", "requirements-txt"],
+        ROOT,
+    )  # fmt: skip
+
+
+def plugin_requirements(ver: str, wheel: Path, locked: str) -> str:
+    """The archive's requirements.txt: ``wheel`` (in the plugin's folder) with its hash and the bucket extra, then
+    ``locked`` (:func:`locked_requirements`)."""
+    package = f"./{wheel.name}[bucket] --hash=sha256:{sha256(wheel)}\n"
+    return REQUIREMENTS_HEADER.format(version=ver) + package + locked
+
+
+def plugin_files(ver: str, wheel: Path, locked: str) -> dict[str, bytes]:
     """The plugin folder of the archives: {name: content}."""
     return {
         "PulumiPlugin.yaml": (PLUGIN_DIR / "PulumiPlugin.yaml").read_bytes(),
-        # One line: the engine's language host installs it into the plugin's own venv (`venv` in its folder).
-        "requirements.txt": f"pulumi-together-rl[bucket]=={ver}\n".encode(),
+        # The package itself, which requirements.txt names by path: the archive needs no index for it.
+        wheel.name: wheel.read_bytes(),
+        # What the engine's language host installs into the plugin's own venv (`venv` in its folder).
+        "requirements.txt": plugin_requirements(ver, wheel, locked).encode(),
         # The launcher: the language host runs `<venv>/bin/python <folder>`, which runs this.
         "__main__.py": (PLUGIN_DIR / "__main__.py").read_bytes(),
     }
@@ -98,10 +131,13 @@ def uv() -> list[str]:
     return shlex.split(named)
 
 
-def run(args: list[str], cwd: Path) -> None:
-    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+def run(args: list[str], cwd: Path) -> str:
+    """``args`` in ``cwd``, with ``SOURCE_DATE_EPOCH`` fixed (the builds' file times); its standard output."""
+    env = {**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)}
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         sys.exit(f"dist: `{shlex.join(args)}` failed in {cwd}:\n{result.stdout}{result.stderr}")
+    return result.stdout
 
 
 def sha256(path: Path) -> str:
@@ -181,7 +217,7 @@ def build(out: Path) -> list[Path]:
         run([npm, "pack", "--silent", "--pack-destination", str(out)], work / "nodejs")
     # uv marks a folder it creates as one git ignores: dist/ is ignored by the repository's own .gitignore.
     (out / ".gitignore").unlink(missing_ok=True)
-    files = plugin_files(ver)
+    files = plugin_files(ver, out / f"pulumi_together_rl-{ver}-py3-none-any.whl", locked_requirements())
     for os_name, arch in PLATFORMS:
         write_archive(out / archive_name(ver, os_name, arch), files)
 

@@ -5,8 +5,7 @@ removes it afterwards, whatever the test did. `runners(...)` makes machines (:mo
 live in the test's bucket of an S3-compatible server. Every test that uses them needs the CLI: without one it is
 skipped with the reason, or fails where TOGETHER_RL_REQUIRE_CLI=1 (CI).
 
-`dist` is the release's artifacts (``make dist``), built once per run for every worker (harness/artifacts.py), and
-`index` the local package index made of them and their locked dependencies.
+`dist` is the release's artifacts (``make dist``), built once per run for every worker (harness/artifacts.py).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from harness.artifacts import provide_dist, provide_index, shared_folder
+from harness.artifacts import provide_dist, shared_folder
 from harness.cli import CLIStack
 from harness.faces import DYNAMIC, FACES, Face
 from harness.runner import Runner
@@ -118,8 +117,3 @@ def face(request) -> Face:
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory):
     return provide_dist(shared_folder(tmp_path_factory.getbasetemp()))
-
-
-@pytest.fixture(scope="session")
-def index(dist, tmp_path_factory):
-    return provide_index(dist, shared_folder(tmp_path_factory.getbasetemp()))

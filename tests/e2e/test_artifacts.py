@@ -1,29 +1,33 @@
-"""A release as its users get it: the artifacts of ``make dist`` installed the ways the README says, with no
-checkout on the path and a local package index in place of PyPI (harness/artifacts.py).
+"""A release as its users get it today: the files of ``make dist`` (nothing is published), installed the ways the
+README says, in a folder outside the repository that holds ``dist/`` and nothing else, with every dependency from
+the public index (PyPI; npm's registry), no local index, no ``PIP_FIND_LINKS``, no index of ours
+(harness/artifacts.py).
 
 * ``dist/`` holds every artifact of the version, listed in ``SHA256SUMS``: the wheel and sdist, five identical
-  plugin archives (``PulumiPlugin.yaml``, ``requirements.txt`` of this exact version, the launcher), the Python
-  SDK's wheel and the TypeScript SDK's tarball, both SDKs naming the release's GitHub repository as ``server``.
-* The README's install commands, read from the README itself (each block after its ``<!-- install:... -->``
-  marker), with the index swapped for the local one:
-  - ``uv add "pulumi-together-rl[emulator,policy]"`` in a new project, whose README program then runs preview
-    (with the executable policy pack, which reports the version), up and destroy against the emulator that
-    install starts;
-  - ``pulumi plugin install ... --server github://...`` (GitHub's release downloads answered on loopback): the
-    engine installs the plugin's dependencies into the plugin's own venv at install time, and a Pulumi YAML
-    program with no plugin path runs preview, up, ``pulumi import`` and destroy with that plugin, installing
-    nothing during the preview;
-  - ``uv add pulumi-together-rl-sdk``: the SDK's program gets the plugin installed by the engine on first use,
-    from the SDK's ``server``, then runs up and destroy;
-  - ``npm install @pulumi-together-rl/sdk`` (the scope's registry on loopback): the tarball installs, builds and
-    type-checks under ``tsc``.
-* ``pulumi plugin install resource together-rl <V> -f <archive>`` makes the same venv.
+  plugin archives (``PulumiPlugin.yaml``, the launcher, the package's wheel and a ``requirements.txt`` that
+  installs that wheel and the locked dependencies with their hashes), the Python SDK's wheel and the TypeScript
+  SDK's tarball, both SDKs naming the release's GitHub repository as ``server``. The archives are rebuilt here
+  from the wheel and uv.lock, byte for byte.
+* The README's install commands, read from the README (and docs/journal.md's ``bucket`` extra) and run as
+  written (harness/install_docs.py; tests/unit/test_doc_installs.py holds every other install command of the
+  docs to these):
+  - ``install:package`` and ``install:bucket``: the wheel in a new uv project, whose program runs preview (with
+    the executable policy pack), up, a rename (an in-place update) and destroy against the emulator that install
+    starts, the stack's state and create journal in a bucket (moto, on loopback);
+  - ``install:plugin``: ``pulumi plugin install ... -f dist/<archive>`` installs the plugin from the archive
+    itself, and a Pulumi YAML program (examples/yaml) with no plugin path runs preview, up, a rename and destroy,
+    its state and journal in a bucket, installing nothing during the preview;
+  - ``install:sdk``: the Python SDK's wheel in a uv project, whose program gets the same archive from the SDK's
+    ``server`` on first use (GitHub's release downloads answered on loopback) and runs up and destroy; the
+    TypeScript SDK's tarball installs, builds and type-checks under ``tsc``.
 
 The artifacts are built once per run (or taken from ``TOGETHER_RL_DIST``); every test works in its own tmp_path.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -31,15 +35,17 @@ import shutil
 import signal
 import subprocess
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
-from harness.artifacts import ReleaseServer, sha256, user_env
-from harness.cli import ROOT, CLIStack, active, unavailable, writes
-from harness.faces import PLUGIN
+from harness.artifacts import ReleaseServer, dist_script, scratch, user_env
+from harness.bucket import read_object
+from harness.cli import ROOT, active, unavailable, writes
+from harness.install_docs import install_commands
 
 from pulumi_together_rl.plugin.package_schema import plugin_download_url, repository
 
@@ -47,19 +53,10 @@ pytestmark = [pytest.mark.release, pytest.mark.timeout(1800)]  # the release tie
 
 README = (ROOT / "README.md").read_text()
 PLATFORMS = {"linux-amd64", "linux-arm64", "darwin-amd64", "darwin-arm64", "windows-amd64"}
-SMALL = "Qwen/Qwen3.5-4B"
 KEY = "tk-artifacts-0123456789abcdef-secret"
-NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH")
-
-
-def readme_commands(marker: str) -> list[str]:
-    """The commands of the README's fenced block after ``<!-- install:<marker> ... -->``, comments removed."""
-    match = re.search(
-        rf"^<!-- install:{re.escape(marker)}\b[^\n]*-->\n```bash\n(.*?)^```", README, re.M | re.S
-    )
-    assert match, f"the README has no install:{marker} block"
-    commands = [line.split("  #", 1)[0].strip() for line in match.group(1).splitlines()]
-    return [c for c in commands if c and not c.startswith("#")]
+PYPI = "https://pypi.org/simple"
+JOURNAL = ".together-rl/journal"
+"""Where the create journal is in a bucket backend: beside the CLI's ``.pulumi/``."""
 
 
 def readme_snippet(after: str, language: str) -> str:
@@ -110,23 +107,64 @@ def installed(python: Path) -> tuple[str, Path]:
     return version, Path(where).resolve()
 
 
+def locked_sources(project: Path) -> dict[str, dict[str, str]]:
+    """{package: its source} as the uv project's uv.lock records them."""
+    lock = (project / "uv.lock").read_text()  # read without tomllib (Python >= 3.11 only)
+    entries = re.findall(
+        r'^\[\[package\]\]\nname = "([^"]+)"\n(?:version = "[^"]*"\n)?source = \{ (\w+) = "([^"]*)" \}$',
+        lock,
+        re.M,
+    )
+    assert len(entries) == lock.count("[[package]]"), lock
+    return {name: {kind: value} for name, kind, value in entries}
+
+
+def assert_from_the_release_and_pypi(project: Path, name: str, file: Path) -> None:
+    """The uv project has ``name`` from the release's ``file`` (by its path beside the project, with its hash),
+    and every other package from PyPI: no other index, no other file."""
+    sources = locked_sources(project)
+    assert sources.pop(name) == {"path": f"../dist/{file.name}"}
+    assert sources.pop(project.name) == {"virtual": "."}
+    assert {package: source for package, source in sources.items() if source != {"registry": PYPI}} == {}
+    lock = (project / "uv.lock").read_text()
+    assert f'hash = "sha256:{hashlib.sha256(file.read_bytes()).hexdigest()}"' in lock
+
+
 def plugin_folder(env: dict[str, str], version: str) -> Path:
     return Path(env["PULUMI_HOME"]) / "plugins" / f"resource-together-rl-v{version}"
 
 
-def assert_installed_in_its_own_venv(folder: Path, version: str) -> None:
-    """The plugin folder has its venv, made at install time, with this version of the package from the wheel."""
+def assert_installed_from_the_archive(folder: Path, dist) -> None:
+    """The plugin folder has its venv, made at install time, with this version of the package installed from the
+    archive's own wheel (pip's record of where it came from), and the bucket extra."""
     python = folder / "venv" / "bin" / "python"
     assert python.exists(), (
         f"no venv in the installed plugin {folder}: {sorted(p.name for p in folder.iterdir())}"
     )
     found, where = installed(python)
-    assert found == version
+    assert found == dist.version
     assert where.is_relative_to((folder / "venv").resolve()), where
+    assert (folder / dist.wheel.name).read_bytes() == dist.wheel.read_bytes()
+    [record] = (folder / "venv").glob(
+        f"lib/python*/site-packages/pulumi_together_rl-{dist.version}.dist-info"
+    )
+    origin = json.loads((record / "direct_url.json").read_text())
+    assert origin["url"] == (folder / dist.wheel.name).resolve().as_uri(), origin
+    assert "obstore" in {p.name for p in (folder / "venv").glob("lib/python*/site-packages/*")}
 
 
 def site_packages(folder: Path) -> set[str]:
     return {p.name for p in (folder / "venv").glob("lib/python*/site-packages/*")}
+
+
+def journal_entries(bucket) -> list[dict]:
+    """The create journal's entries in the bucket, beside the state (read with boto3, not the journal's code)."""
+    found = []
+    for key in bucket.keys(f"{bucket.prefix}/{JOURNAL}/entries/"):
+        data = read_object(bucket, key)
+        if data is not None:
+            found.append(json.loads(data))
+    return found
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
@@ -141,7 +179,7 @@ def server(dist):
 # ------------------------------------------------------------------------------------------- what dist holds
 
 
-def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist):
+def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist, tmp_path):
     version = dist.version
     print(
         f"dist built in {dist.seconds:.0f} s: "
@@ -158,21 +196,36 @@ def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist):
     }
     sums = dist.sums()
     assert set(sums) == {p.name for p in dist.folder.iterdir()} - {"SHA256SUMS"}
-    import hashlib
-
     for name, digest in sums.items():
         assert hashlib.sha256(dist.path(name).read_bytes()).hexdigest() == digest, name
 
-    # One plugin folder under five names: nothing built for a platform, nothing bundled.
+    # One plugin folder under five names, nothing built for a platform: the launcher, the package's own wheel
+    # (the very file of dist/), and requirements that install that wheel and the locked dependencies with hashes.
     assert len({sums[name] for name in archives}) == 1
     with tarfile.open(dist.host_archive()) as tar:
         members = {m.name: m for m in tar.getmembers()}
-        assert sorted(members) == ["PulumiPlugin.yaml", "__main__.py", "requirements.txt"]
-        assert all(m.isfile() and m.mode == 0o644 for m in members.values())
-        read = {name: tar.extractfile(member).read().decode() for name, member in members.items()}
-    assert read["requirements.txt"] == f"pulumi-together-rl[bucket]=={version}\n"  # a bucket journal too
+        assert sorted(members) == ["PulumiPlugin.yaml", "__main__.py", dist.wheel.name, "requirements.txt"]
+        assert all(
+            m.isfile() and m.mode == 0o644 and m.mtime == dist_script().EPOCH for m in members.values()
+        )
+        read = {name: tar.extractfile(member).read() for name, member in members.items()}
+    assert read[dist.wheel.name] == dist.wheel.read_bytes()
     assert yaml.safe_load(read["PulumiPlugin.yaml"]) == {"runtime": "python"}
-    assert "from pulumi_together_rl.plugin.server import main" in read["__main__.py"]
+    assert b"from pulumi_together_rl.plugin.server import main" in read["__main__.py"]
+    requirements = read["requirements.txt"].decode()
+    lines = [line for line in requirements.splitlines() if line and not line.lstrip().startswith("#")]
+    assert lines[0] == f"./{dist.wheel.name}[bucket] --hash=sha256:{sums[dist.wheel.name]}"
+    pinned = [line for line in lines[1:] if not line.startswith(" ")]
+    assert pinned and all(re.fullmatch(r"[a-z0-9._-]+==\S+( ; .*)? \\", line) for line in pinned), pinned
+    assert requirements.count("--hash=sha256:") > len(pinned)  # every dependency with its files' hashes
+    assert {"pulumi", "obstore", "grpcio", "pydantic"} <= {line.split("==")[0] for line in pinned}
+    assert "pulumi-together-rl" not in {line.split("==")[0] for line in pinned}  # never from an index
+
+    # Reproducible: the same wheel and uv.lock give the same archive, byte for byte.
+    script = dist_script()
+    again = tmp_path / "again.tar.gz"
+    script.write_archive(again, script.plugin_files(version, dist.wheel, script.locked_requirements()))
+    assert again.read_bytes() == dist.host_archive().read_bytes()
 
     with zipfile.ZipFile(dist.wheel) as wheel:
         names = wheel.namelist()
@@ -204,24 +257,44 @@ def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist):
     }
 
 
-# ----------------------------------------------------------------------------------- the package from PyPI
+# ------------------------------------------------------------------------------ the package, from its wheel
+
+RENAMED = """\
+import pulumi
+from pulumi_together_rl import ModelResource, ModelResourceArgs, TrainingSession, TrainingSessionArgs
+
+gpu = ModelResource("qwen", ModelResourceArgs(base_model="Qwen/Qwen3.5-4B", compute_config={"num_generator_replicas": 1}))
+run = TrainingSession("gsm8k", TrainingSessionArgs(model_resource=gpu, lora_config={"rank": 32}, display_name="gsm8k-renamed",
+                      metadata={"wandb": {"project": "grpo-gsm8k"}}))
+pulumi.export("model_resource_id", gpu.id)
+pulumi.export("training_session_id", run.id)
+"""
+"""The README's program, as a user edits it: its session given a display name (a PATCH, in place)."""
 
 
-def test_the_readme_install_from_pypi_runs_preview_up_and_destroy(dist, index, pulumi_bin, tmp_path):
-    env = user_env(tmp_path, index, bin_dirs=(pulumi_bin,))
-    work = tmp_path / "work"
-    work.mkdir()
-    sh(readme_commands("package"), cwd=work, env=env)
-    project = work / "my-training"
+def test_the_readme_install_of_the_wheel_runs_preview_up_rename_and_destroy(
+    dist, bucket, pulumi_bin, tmp_path
+):
+    folder = scratch(dist, tmp_path / "user")
+    env = user_env(tmp_path, bin_dirs=(pulumi_bin,), PULUMI_BACKEND_URL=bucket.url, **bucket.env)
+    sh(install_commands("README.md", "package"), cwd=folder, env=env)
+    project = folder / "my-training"
+    # A journal in a bucket needs the bucket extra (docs/journal.md).
+    sh(install_commands("docs/journal.md", "bucket"), cwd=project, env=env)
     python = project / ".venv" / "bin" / "python"
     version, where = installed(python)
     assert version == dist.version
     assert where.is_relative_to((project / ".venv").resolve()), where  # the wheel, not this checkout
-    lock = (project / "uv.lock").read_text()
-    assert f'{{ path = "{index / dist.wheel.name}" }}' in lock  # the very file that was built:
-    assert sha256(index / dist.wheel.name) == dist.sums()[dist.wheel.name]
+    assert_from_the_release_and_pypi(project, "pulumi-together-rl", dist.wheel)
+    extras = subprocess.run(
+        [str(python), "-c", "import fastapi, obstore, pulumi_policy"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert extras.returncode == 0, extras.stderr  # emulator, bucket and policy
 
-    # The README's program, as the README writes it.
+    # The README's Pulumi.yaml and program.
     (project / "Pulumi.yaml").write_text(readme_snippet("Write `Pulumi.yaml`", "yaml"))
     (project / "__main__.py").write_text(readme_snippet("Write the program", "python"))
 
@@ -243,13 +316,32 @@ def test_the_readme_install_from_pypi_runs_preview_up_and_destroy(dist, index, p
         pack = project / ".venv" / "bin" / "together-rl-policy-pack"
         preview = pulumi(["preview", "--policy-pack", str(pack)], project, env)
         assert f"together-rl@v{dist.version}" in preview.stdout, preview.stdout
-        pulumi(["up", "--yes", "--skip-preview"], project, env)
+        up = pulumi(["up", "--yes", "--skip-preview"], project, env)
+        # The create journal beside the state in the bucket, with the two creates' entries.
+        assert f"create journal: s3://{bucket.name}/{bucket.prefix}/{JOURNAL}?" in up.stdout, up.stdout
         outputs = json.loads(pulumi(["stack", "output", "--json"], project, env).stdout)
+        entries = {(e["kind"], e.get("id")) for e in journal_entries(bucket)}
+        assert {
+            ("model resource", outputs["model_resource_id"]),
+            ("training session", outputs["training_session_id"]),
+        } <= entries, entries
         state = control.state()
         assert [(o["id"], o["status"].rsplit("_", 1)[-1]) for o in state["model_resources"]] == [
             (outputs["model_resource_id"], "READY")
         ]
         assert [o["id"] for o in state["training_sessions"]] == [outputs["training_session_id"]]
+
+        # A rename: the session's display name changes in place (same id, one update).
+        (project / "__main__.py").write_text(RENAMED)
+        renamed = pulumi(["up", "--yes", "--skip-preview"], project, env)
+        assert "1 updated" in renamed.stdout, renamed.stdout
+        assert json.loads(pulumi(["stack", "output", "--json"], project, env).stdout) == outputs
+        [session] = control.state()["training_sessions"]
+        assert (session["id"], session.get("display_name")) == (
+            outputs["training_session_id"],
+            "gsm8k-renamed",
+        )
+
         pulumi(["destroy", "--yes", "--skip-preview"], project, env)
         assert active(SimpleNamespace(control=control)) == {"model_resources": [], "training_sessions": []}
         control.close()
@@ -261,90 +353,70 @@ def test_the_readme_install_from_pypi_runs_preview_up_and_destroy(dist, index, p
 # ------------------------------------------------------------------------------------------------ the plugin
 
 
-def test_plugin_install_from_the_archive_makes_the_plugins_own_venv(dist, index, pulumi_bin, tmp_path):
-    env = user_env(tmp_path, index, bin_dirs=(pulumi_bin,))
-    pulumi(
-        ["plugin", "install", "resource", "together-rl", dist.version, "-f", str(dist.host_archive())],
-        tmp_path,
-        env,
-    )
-
-    folder = plugin_folder(env, dist.version)
-    assert_installed_in_its_own_venv(folder, dist.version)
-    listed = json.loads(pulumi(["plugin", "ls", "--json"], tmp_path, env).stdout)
+def test_the_plugin_archive_installs_from_itself_and_runs_a_yaml_program(
+    dist, bucket, emulator, pulumi_bin, yaml_bin, tmp_path
+):
+    folder = scratch(dist, tmp_path / "user")
+    env = user_env(tmp_path, bin_dirs=(pulumi_bin, yaml_bin), **bucket.env)
+    del env["PULUMI_BACKEND_URL"]  # `pulumi login` below, as a user logs in to a bucket
+    started = time.monotonic()
+    sh(install_commands("README.md", "plugin"), cwd=folder, env=env)
+    print(f"pulumi plugin install -f took {time.monotonic() - started:.0f} s")
+    plugin = plugin_folder(env, dist.version)
+    assert_installed_from_the_archive(plugin, dist)
+    listed = json.loads(pulumi(["plugin", "ls", "--json"], folder, env).stdout)
     assert [(p["name"], p["kind"], p["version"]) for p in listed] == [
         ("together-rl", "resource", dist.version)
     ]
+    before = site_packages(plugin)
 
-
-YAML_PROGRAM = {
-    "name": "together-rl-yaml",
-    "runtime": "yaml",
-    "resources": {
-        "gpu": {
-            "type": "together-rl:ModelResource",
-            "properties": {"baseModel": SMALL, "computeConfig": {"numGeneratorReplicas": 1}},
-        },
-        "rank8": {
-            "type": "together-rl:TrainingSession",
-            "properties": {"modelResourcesId": "${gpu.id}", "loraConfig": {"rank": 8}},
-        },
-    },
-    "outputs": {"gpuId": "${gpu.id}", "pricePerHour": "${gpu.pricePerHour}"},
-}
-
-
-def test_a_yaml_program_runs_with_the_plugin_installed_as_the_readme_says(
-    dist, index, server, emulator, pulumi_bin, yaml_bin, tmp_path
-):
-    env = user_env(tmp_path, index, bin_dirs=(pulumi_bin, yaml_bin), server=server)
-    sh(readme_commands("plugin"), cwd=tmp_path, env=env)
-    assert f"/releases/{dist.host_archive().name}" in server.requests, server.requests
-    folder = plugin_folder(env, dist.version)
-    assert_installed_in_its_own_venv(folder, dist.version)
-    before = site_packages(folder)
-
-    project = tmp_path / "project"
+    # examples/yaml with no `plugins:` entry: the engine takes the installed plugin.
+    project = folder / "yaml"
     project.mkdir()
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(YAML_PROGRAM))  # no `plugins:`: the installed one
-    stack = CLIStack(project, tmp_path, emulator, bin_dir=pulumi_bin, face=PLUGIN, **env, VIRTUAL_ENV=None)
+    program = yaml.safe_load((ROOT / "examples" / "yaml" / "Pulumi.yaml").read_text())
+    del program["plugins"]
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    pulumi(["login", bucket.url], project, env)
+    pulumi(["stack", "init", "dev", "--secrets-provider", "passphrase"], project, env)
+    pulumi(["config", "set", "together-rl:baseUrl", emulator.base_url], project, env)
+    pulumi(["config", "set", "--secret", "together-rl:apiKey", emulator.api_key], project, env)
     try:
-        stack.init()
         writes(emulator)
-        preview = stack.preview()
+        preview = pulumi(["preview"], project, env)
         assert "together-rl:index:ModelResource" in preview.stdout, preview.stdout
         assert writes(emulator) == []  # a preview changes nothing
-        stack.up()
-        outputs = stack.outputs()
-        assert [o["id"] for o in active(emulator)["model_resources"]] == [outputs["gpuId"]]
+        pulumi(["up", "--yes", "--skip-preview"], project, env)
+        outputs = json.loads(pulumi(["stack", "output", "--json"], project, env).stdout)
+        now = active(emulator)
+        assert [o["id"] for o in now["model_resources"]] == [outputs["modelResourceId"]]
+        assert sorted(o["id"] for o in now["training_sessions"]) == sorted(outputs["sessionIds"])
         assert outputs["pricePerHour"] > 0
+        # The installed plugin (the archive's bucket extra) wrote the create journal beside the state.
+        entries = {(e["kind"], e.get("id")) for e in journal_entries(bucket)}
+        expected = {("model resource", outputs["modelResourceId"])}
+        expected |= {("training session", session) for session in outputs["sessionIds"]}
+        assert expected <= entries, entries
 
-        # pulumi import of an object made elsewhere, read by the installed plugin.
-        from pulumi_together_rl.client import TogetherRL
-        from pulumi_together_rl.client.models import ModelResourceCreateRequest
-
-        with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as client:
-            elsewhere = client.create_model_resource(ModelResourceCreateRequest(base_model=SMALL))
-        writes(emulator)
-        stack.run(
-            "import",
-            "together-rl:index:ModelResource",
-            "elsewhere",
-            elsewhere.id,
-            "--yes",
-            "--out",
-            str(tmp_path / "elsewhere.yaml"),
+        # A rename: every session's display name changes in place.
+        pulumi(["config", "set", "namePrefix", "renamed"], project, env)
+        renamed = pulumi(["up", "--yes", "--skip-preview"], project, env)
+        assert "3 updated" in renamed.stdout, renamed.stdout
+        assert json.loads(pulumi(["stack", "output", "--json"], project, env).stdout) == outputs
+        sessions = {o["id"]: o.get("display_name") for o in active(emulator)["training_sessions"]}
+        assert sessions == dict(
+            zip(outputs["sessionIds"], ["renamed-0", "renamed-1", "renamed-2"], strict=True)
         )
-        assert writes(emulator) == []  # an import only reads
-        assert stack.resources()["elsewhere"]["id"] == elsewhere.id
-        stack.run("state", "unprotect", "--all", "--yes")
 
-        stack.destroy()
+        pulumi(["destroy", "--yes", "--skip-preview"], project, env)
         assert active(emulator) == {"model_resources": [], "training_sessions": []}
         # Nothing was installed after `pulumi plugin install`: no pip during preview, up or destroy.
-        assert site_packages(folder) == before
+        assert site_packages(plugin) == before
     finally:
-        stack.destroy_and_remove()
+        if active(emulator) != {"model_resources": [], "training_sessions": []}:
+            subprocess.run(
+                ["pulumi", "destroy", "--yes", "--skip-preview", "--non-interactive"],
+                cwd=project, env=env, capture_output=True, timeout=600, check=False,
+            )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------- the SDKs
@@ -360,35 +432,43 @@ pulumi.export("session_id", session.id)
 """
 
 
-def test_a_python_sdk_program_gets_the_plugin_from_its_server_on_first_use(
-    dist, index, server, emulator, pulumi_bin, tmp_path
+def test_a_python_sdk_program_gets_the_same_archive_from_its_server(
+    dist, server, emulator, pulumi_bin, tmp_path
 ):
-    env = user_env(tmp_path, index, bin_dirs=(pulumi_bin,), server=server)
-    project = tmp_path / "sdk-project"
+    folder = scratch(dist, tmp_path / "user")
+    env = user_env(tmp_path, bin_dirs=(pulumi_bin,), server=server)
+    project = folder / "sdk-project"
     project.mkdir()
-    uv_add = [c for c in readme_commands("sdk") if c.startswith("uv ")]
-    assert uv_add == ["uv add pulumi-together-rl-sdk"], uv_add
+    uv_add = [c for c in install_commands("README.md", "sdk") if c.startswith("uv ")]
+    assert uv_add == [f"uv add ../dist/{dist.sdk_wheel.name}"], uv_add
     sh(["uv init --bare", *uv_add], cwd=project, env=env)
+    assert_from_the_release_and_pypi(project, "pulumi-together-rl-sdk", dist.sdk_wheel)
     (project / "Pulumi.yaml").write_text(
         yaml.safe_dump({"name": "sdk-project", "runtime": {"name": "python", "options": {"toolchain": "uv"}}})
     )
     (project / "__main__.py").write_text(SDK_PROGRAM)
-    folder = plugin_folder(env, dist.version)
-    assert not folder.exists()
+    plugin = plugin_folder(env, dist.version)
+    assert not plugin.exists()
 
-    stack = CLIStack(project, tmp_path, emulator, bin_dir=pulumi_bin, face=PLUGIN, **env, VIRTUAL_ENV=None)
+    pulumi(["stack", "init", "dev", "--secrets-provider", "passphrase"], project, env)
+    pulumi(["config", "set", "together-rl:baseUrl", emulator.base_url], project, env)
+    pulumi(["config", "set", "--secret", "together-rl:apiKey", emulator.api_key], project, env)
     try:
-        stack.init()
-        stack.up()
-        # The engine took the plugin from the SDK's server (the release's archive for this machine) and had its
-        # dependencies installed into the plugin's own venv.
+        pulumi(["up", "--yes", "--skip-preview"], project, env)
+        # The engine took the plugin from the SDK's server (the release's archive for this machine, on the loopback
+        # stand-in for GitHub) and installed it from the archive itself, dependencies from PyPI.
         assert f"/releases/{dist.host_archive().name}" in server.requests, server.requests
-        assert_installed_in_its_own_venv(folder, dist.version)
-        outputs = stack.outputs()
+        assert_installed_from_the_archive(plugin, dist)
+        outputs = json.loads(pulumi(["stack", "output", "--json"], project, env).stdout)
         assert [o["id"] for o in active(emulator)["training_sessions"]] == [outputs["session_id"]]
-        stack.destroy()
+        pulumi(["destroy", "--yes", "--skip-preview"], project, env)
+        assert active(emulator) == {"model_resources": [], "training_sessions": []}
     finally:
-        stack.destroy_and_remove()
+        if active(emulator) != {"model_resources": [], "training_sessions": []}:
+            subprocess.run(
+                ["pulumi", "destroy", "--yes", "--skip-preview", "--non-interactive"],
+                cwd=project, env=env, capture_output=True, timeout=600, check=False,
+            )  # fmt: skip
 
 
 TS_PROGRAM = """\
@@ -404,35 +484,29 @@ export const sessionId: pulumi.Output<string> = session.id;
 """
 
 
-def test_the_typescript_sdk_tarball_installs_from_the_registry_and_type_checks(dist, server, tmp_path):
+def test_the_typescript_sdk_tarball_installs_and_type_checks(dist, tmp_path):
     npm, npx, node = shutil.which("npm"), shutil.which("npx"), shutil.which("node")
     if not (npm and npx and node):
         unavailable(
             "Node.js and npm are not on PATH: the TypeScript SDK is installed and type-checked with them"
         )
-    project = tmp_path / "ts-project"
+    folder = scratch(dist, tmp_path / "user")
+    project = folder / "ts-project"
     project.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("npm_")}
+    env = user_env(tmp_path)
     (project / "package.json").write_text(
         json.dumps({"name": "ts-project", "private": True, "version": "0.0.0"})
     )
-    # The index swapped: the SDK's scope from the loopback registry, everything else from npm's own.
-    (project / ".npmrc").write_text(f"@pulumi-together-rl:registry={server.url}/\n")
-    npm_install = [c for c in readme_commands("sdk") if c.startswith("npm ")]
-    assert npm_install == ["npm install @pulumi-together-rl/sdk"], npm_install
-    result = subprocess.run(
-        ["bash", "-c", f"{npm_install[0]} --no-audit --no-fund --prefer-offline"], cwd=project, env=env,
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    if result.returncode != 0 and any(code in result.stderr for code in NETWORK_ERRORS):
-        unavailable(f"npm cannot reach the registry: {result.stderr.strip().splitlines()[-1]}")
-    assert result.returncode == 0, f"npm install failed:\n{result.stdout}\n{result.stderr}"
-    # Resolved through the loopback registry, to the very tarball that was built (npm may take its bytes from its
-    # cache, where `npm pack` left them: the integrity says which).
-    assert "/@pulumi-together-rl/sdk" in server.requests, server.requests
+    npm_install = [c for c in install_commands("README.md", "sdk") if c.startswith("npm ")]
+    assert npm_install == [f"npm install ../dist/{dist.npm_tarball.name}"], npm_install
+    sh(npm_install, cwd=project, env=env)
+    # The very tarball that was built, by its path; its dependencies from npm's registry.
+    package = json.loads((project / "package.json").read_text())
+    assert package["dependencies"] == {"@pulumi-together-rl/sdk": f"file:../dist/{dist.npm_tarball.name}"}
     lock = json.loads((project / "package-lock.json").read_text())
     entry = lock["packages"]["node_modules/@pulumi-together-rl/sdk"]
-    assert entry["integrity"] == server.packument()["versions"][dist.version]["dist"]["integrity"]
+    integrity = "sha512-" + base64.b64encode(hashlib.sha512(dist.npm_tarball.read_bytes()).digest()).decode()
+    assert entry["integrity"] == integrity, entry
     installed_package = json.loads(
         (project / "node_modules" / "@pulumi-together-rl" / "sdk" / "package.json").read_text()
     )

@@ -327,19 +327,22 @@ def test_get_reads_an_object_made_elsewhere_and_never_stops_it(cli_stack, emulat
 
 
 @pytest.mark.release  # installs the release's wheel
-def test_the_plugin_runs_from_a_pip_installed_wheel(cli_stack, emulator, dist, index, tmp_path):
-    """A user's venv (pip, no uv project): the engine runs the folder's executable with that venv's Python."""
+def test_the_plugin_runs_from_a_pip_installed_wheel(cli_stack, emulator, dist, tmp_path):
+    """A user's venv (pip, no uv project): the engine runs the folder's executable with that venv's Python. The
+    wheel from its file, its dependencies from PyPI."""
+    import os
     import subprocess
     import sys
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_", "VIRTUAL_ENV"))}
     subprocess.run(
-        ["uv", "pip", "install", "--python", str(venv / "bin" / "python"), "--no-index", "--find-links", str(index),
-         str(dist.wheel)],
+        ["uv", "pip", "install", "--python", str(venv / "bin" / "python"), str(dist.wheel)],
         check=True,
         capture_output=True,
-    )  # fmt: skip
+        env=env,
+    )
     folder = subprocess.run([str(venv / "bin" / "python"), "-m", "pulumi_together_rl", "plugin", "path"],
                             check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     assert folder.startswith(str(venv))
