@@ -86,6 +86,21 @@ class Bucket:
         return [node.text or "" for node in tree.iter() if node.tag.endswith("}Key") or node.tag == "Key"]
 
 
+ONE_AT_A_TIME = (
+    "import sys, werkzeug.serving as serving\n"
+    "from moto import server\n"
+    "threaded = serving.run_simple\n"
+    "serving.run_simple = server.run_simple = lambda *a, **k: threaded(*a, **{**k, 'threaded': False})\n"
+    "sys.argv[0] = 'moto.server'\n"
+    "server.main()\n"
+)
+"""moto's server, answering one request at a time. S3 applies a conditional write (``If-None-Match: *``,
+``If-Match``) atomically; moto checks the condition and writes in two steps, and its threaded server lets two
+requests interleave between them (seen: two of 32 racing creates of one key both won). Served one at a time,
+each request is whole before the next begins, which is the guarantee the journal relies on from S3; the race
+tests then judge the client's use of it, not moto's threads."""
+
+
 class S3Server:
     """moto's S3 server on a loopback port, as a child process: :meth:`start` waits until it answers, and fails
     with moto's own output if it dies first; :meth:`stop` ends it."""
@@ -108,7 +123,7 @@ class S3Server:
             self._log.seek(0)
             self._log.truncate()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                [sys.executable, "-c", ONE_AT_A_TIME, "-H", "127.0.0.1", "-p", str(self.port)],
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
