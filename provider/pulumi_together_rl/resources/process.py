@@ -98,6 +98,9 @@ def clear_caches() -> None:
         _clients.clear()
     clear_lookups()
     watch.clear()
+    from . import spend  # it builds on this module
+
+    spend.clear()
     with _failures_lock:
         _remote_failures.clear()
     with _said_lock:
