@@ -135,3 +135,21 @@ def test_a_preview_makes_one_list_and_one_price_per_configuration_whatever_the_n
     # + 1 estimate per configuration of the account (3), whether it runs 20 objects or 60.
     assert requests == {MODELS: 1, ESTIMATE: 1 + 3, LIST: 1}
     assert sum(requests.values()) == 6
+
+
+def test_a_configuration_the_api_will_not_price_is_listed_with_no_price(rig, capsys):
+    from pulumi_together_rl.emulator.tables import BUILTIN_SUPPORTED_MODELS
+
+    retired = "Qwen/Qwen3.5-35B-A3B"
+    kept = rig.client.create_model_resource(ModelResourceCreateRequest(base_model=retired)).id
+    # The model is retired: the API still runs the object, but estimate-cost refuses its configuration (400).
+    rig.control.configure(
+        supported_models=[m for m in BUILTIN_SUPPORTED_MODELS if m["base_model"] != retired]
+    )
+    process.clear_caches()
+    capsys.readouterr()
+
+    assert rig.resources.check({}, {"base_model": MODEL, "owner": OWNER + "new"}).failures == []
+
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "account spend" in line]
+    assert line.endswith(f"nothing names 0.00 (1); price unknown for {kept}"), line

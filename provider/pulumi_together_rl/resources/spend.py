@@ -7,7 +7,8 @@ its API inputs: what a preview that can change the bill does), the provider read
   of which the active ones count (PENDING, CREATING, READY: billed, or about to be);
 * one estimate per distinct configuration (base model, GPU type, generator replicas, LoRA or full weight),
   through the process's estimate cache, so a preview of N objects of k configurations asks k prices, not N;
-* the create journal this process's creates use (one listing of the store, never a write), whose entries record
+* the create journal this process's creates use (one listing of its store, and in a bucket one read of each entry
+  not read before; never a write), whose entries record
   each created object's id and its declaration (``org/project/stack/name``).
 
 and says one line on stderr, once per process::
@@ -314,6 +315,9 @@ def clear() -> None:
     _accounts.clear()
     with _added_lock:
         _added.clear()
+
+
+process.also_clear(clear)
 
 
 def cap_setting() -> tuple[float | None, str | None]:
