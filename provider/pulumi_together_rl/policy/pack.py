@@ -116,7 +116,7 @@ def _account_budget(items: list[rules.Item], config: Mapping[str, Any]) -> list[
 
     def account() -> Any:
         read = spend.account()
-        stack = rules._stack_of(items)
+        stack = rules.stack_of(items)
         if read.unread is None and stack is not None:
             print(f"{PACK_NAME}: {spend.line(spend.split(read.objects, stack))}", file=sys.stderr, flush=True)
         return read

@@ -114,7 +114,7 @@ def budget(items: Sequence[Item], config: Mapping[str, Any]) -> list[Violation]:
 # --------------------------------------------------------------------------------------- account budget
 
 
-def _stack_of(items: Sequence[Item]) -> Any:
+def stack_of(items: Sequence[Item]) -> Any:
     """The stack as its resources' declarations name it (``owner``: ``org/project/stack/name``), None if none
     does."""
     from .. import ours
@@ -146,7 +146,7 @@ def account_budget(
 
     limit = config.get("max_account_price_per_hour")
     added = added_by_the_change(items)
-    stack = _stack_of(items)
+    stack = stack_of(items)
     if not isinstance(limit, (int, float)) or not added or stack is None:
         return []
     unpriced = [i.name for i in added if not isinstance(i.props.get("price_per_hour"), (int, float))]
