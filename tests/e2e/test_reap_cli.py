@@ -10,6 +10,7 @@ state holds, and an object a live create may hold.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from harness.cli import active
+from harness.cli import ROOT, active
 from harness.faces import PLUGIN
 from harness.journals import entries, hold, rewrite
 
@@ -36,6 +37,34 @@ CREATES = {("POST", "/v1/rl/model-resources"), ("POST", "/v1/rl/training-session
 def client(emulator):
     with TogetherRL(api_key=emulator.api_key, base_url=emulator.base_url) as made:
         yield made
+
+
+COST = ROOT / "docs" / "cost.md"
+DOCUMENTED = [["reap"], ["reap", "--stop"], ["reap", "--stop", "--yes"]]
+"""The commands of docs/cost.md's ``commands:reap`` block (after ``python -m pulumi_together_rl``)."""
+
+
+def documented() -> list[list[str]]:
+    """The commands docs/cost.md's ``commands:reap`` block gives users, as they are written."""
+    text = COST.read_text()
+    block = text.split("<!-- commands:reap (tests/e2e/test_reap_cli.py) -->\n```bash\n", 1)[1].split(
+        "```", 1
+    )[0]
+    found = [shlex.split(line.split(" #", 1)[0]) for line in block.splitlines() if line.strip()]
+    assert all(words[:3] == ["python", "-m", "pulumi_together_rl"] for words in found), found
+    return [words[3:] for words in found]
+
+
+def cron_line() -> str:
+    """docs/cost.md's crontab entry, its five schedule fields aside."""
+    (line,) = [line for line in COST.read_text().splitlines() if line.startswith("*/15 * * * * ")]
+    return line.split(" ", 5)[5]
+
+
+def test_the_documented_commands_are_the_ones_the_story_runs():
+    assert documented() == DOCUMENTED
+    command = cron_line()
+    assert command.startswith("cd /srv/training && uv run python -m pulumi_together_rl reap --stop --yes ")
 
 
 def reap_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -148,9 +177,13 @@ def test_reap_stops_only_what_is_past_its_deadline_and_no_live_create_holds(
     untouched = set(theirs.values()) | {lookalike}
     wait_past(deadline[1])
 
-    dry = reap_cli(env=dict(dev.env), cwd=dev.project)
+    # docs/cost.md's commands as written: the dry run, --stop without a terminal (refused), then --stop --yes.
+    dry_run, asks, yes = documented()
+    dry = reap_cli(*dry_run[1:], env=dict(dev.env), cwd=dev.project)
     assert dry.returncode == 0, dry.stderr
     assert "Dry run: nothing was stopped; run again with --stop to stop 2." in dry.stdout
+    refused = reap_cli(*asks[1:], env=dict(dev.env), cwd=dev.project)
+    assert refused.returncode == 4 and "standard input is not a terminal" in refused.stderr, refused.stderr
     assert set(held.values()) | untouched <= active_ids(emulator)
 
     # The GPU's create as still in flight: its journal entry unfinished, its lease held by a live process.
@@ -159,7 +192,7 @@ def test_reap_stops_only_what_is_past_its_deadline_and_no_live_create_holds(
     holder = hold(rewrite(entry, state=State.CREATED))
     requests(emulator)
     try:
-        first = reap_cli("--stop", "--yes", env=dict(dev.env), cwd=dev.project)
+        first = reap_cli(*yes[1:], env=dict(dev.env), cwd=dev.project)
     finally:
         holder.kill()
         holder.wait()
@@ -174,7 +207,15 @@ def test_reap_stops_only_what_is_past_its_deadline_and_no_live_create_holds(
     )
     assert (held["gpu"] in active_ids(emulator)) and untouched <= active_ids(emulator)
 
-    second = reap_cli("--stop", "--yes", env=dict(dev.env), cwd=dev.project)
+    # The crontab entry of docs/cost.md, as cron runs it (in the project's folder; uv's lock left as it is).
+    log = dev.tmp / "reap.log"
+    cron = (
+        cron_line()
+        .replace("/srv/training", shlex.quote(str(dev.project)))
+        .replace("reap.log", shlex.quote(str(log)))
+    )
+    ran = subprocess.run(["sh", "-c", cron], env={**dev.env, "UV_FROZEN": "1"}, timeout=600, check=False)
+    second = subprocess.CompletedProcess(ran.args, ran.returncode, log.read_text(), log.read_text())
     assert second.returncode == 0, second.stderr
     assert [p for m, p in requests(emulator) if p.endswith("/stop")] == [
         f"/v1/rl/model-resources/{held['gpu']}/stop"
