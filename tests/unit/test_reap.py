@@ -314,3 +314,19 @@ def test_an_object_a_live_create_holds_is_left_running(emulator, world, client, 
     assert client.get_model_resource(world["gpu"]).status.short == "READY"
     (gpu_line,) = [line for line in out.splitlines() if f"({world['gpu']})" in line and "--stop" in line]
     assert "--stop leaves it: a live create may hold it" in gpu_line
+
+
+def test_a_rejected_key_is_a_failed_run_with_one_sentence_and_the_key_never_shown(emulator, world, capsys):
+    emulator.control.add_fault(
+        method="GET", path="model-resources/", status=401, times=None, message=f"bad key {emulator.api_key}"
+    )
+    code, out, err = run(capsys, *world["files"], "--api-key", emulator.api_key)
+    assert code == 1, out + err
+    assert stops(emulator) == []
+    assert f"model resource gpu ({world['gpu']}), stop_after " in out
+    assert (
+        "--stop leaves it: asking the API for it failed: the API rejected the key (HTTP 401: bad key ***)"
+        in out
+    )
+    assert "error: reaping objects past their deadline: the API could not be asked about some objects" in err
+    assert emulator.api_key not in out + err

@@ -37,7 +37,7 @@ from .command import (
     no_terminal,
 )
 from .finder import journal_labels
-from .reap import AHEAD, Due, deadlines, decide, line, live_record
+from .reap import AHEAD, NOT_CHECKED, Due, deadlines, decide, line, live_record
 from .sources import Api, gather
 from .stopper import StopResult, stop_orphans
 
@@ -102,10 +102,21 @@ def run(
             for due in dues:
                 say(line(due))
             chosen = _unique([due for due in dues if due.stop])
+            # A deadline that could not be checked is a failure of this run: a scheduled job must say so.
+            unchecked = EXIT_FAILED if any(due.held_back == NOT_CHECKED for due in dues) else EXIT_OK
+            if unchecked:
+                failure = OrphanError(
+                    DOING,
+                    "",
+                    None,
+                    "the API could not be asked about some objects (see their lines)",
+                    "Check the key and the base URL each line names, then run again",
+                )
+                note(f"error: {failure}")
             if not args.stop:
                 say(_summary(dues, chosen, None))
-                return EXIT_OK
-            return _stop(args, dues, chosen, api_of, clients, emit, stdout, stderr, stdin)
+                return unchecked
+            return max(unchecked, _stop(args, dues, chosen, api_of, clients, emit, stdout, stderr, stdin))
     except OrphanError as exc:
         emit(stderr, f"error: {exc}")
         return EXIT_FAILED
