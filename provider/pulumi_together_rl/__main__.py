@@ -229,8 +229,8 @@ def _sources(sub: argparse.ArgumentParser) -> argparse._ArgumentGroup:
         "--state",
         action="append",
         metavar="FILE",
-        help="only this `pulumi stack export` JSON file (- for standard input); repeatable. Objects of the "
-        "stacks not given look orphaned (a warning says so)",
+        help="only this `pulumi stack export` JSON file (- for standard input); repeatable. The stacks not "
+        "given are not read (a warning says so: to `orphans`, their objects look orphaned)",
     )
     sources.add_argument(
         "--stack",

@@ -330,3 +330,18 @@ def test_a_rejected_key_is_a_failed_run_with_one_sentence_and_the_key_never_show
     )
     assert "error: reaping objects past their deadline: the API could not be asked about some objects" in err
     assert emulator.api_key not in out + err
+
+
+def test_stacks_that_declare_no_deadline_need_nothing_and_no_request(emulator, tmp_path, capsys):
+    path = tmp_path / "free.json"
+    path.write_text(
+        json.dumps({"version": 3, "deployment": {"resources": [resource(RESOURCE, "mr-1", "gpu")]}})
+    )
+    emulator.control.clear_requests()
+    code, out, err = run(capsys, "--state", str(path), "--stop", "--yes")
+    assert code == 0, err
+    assert (
+        out.splitlines()[-1]
+        == "None of the objects the stacks read hold declares a deadline (stop_after): nothing to do."
+    )
+    assert emulator.control.requests() == []

@@ -85,7 +85,7 @@ def run(
                 )
         dues = deadlines(states)
         if not dues:
-            say("No object the stacks read hold declares a deadline (stop_after): nothing to do.")
+            say("None of the objects the stacks read hold declares a deadline (stop_after): nothing to do.")
             return EXIT_OK
         entries = _journal_entries(gathered, say, note, doing=DOING)
         with contextlib.ExitStack() as open_clients:
