@@ -226,6 +226,8 @@ def test_reap_stops_only_what_is_past_its_deadline_and_no_live_create_holds(
         second.stdout
     )
     assert lookalike not in second.stdout + first.stdout + dry.stdout
+    said = "".join(r.stdout + r.stderr for r in (dry, refused, first, second))
+    assert emulator.api_key not in said
 
     after_reap_up_creates_nothing_and_moving_the_deadline_replaces(dev, emulator, held)
     prod.destroy()

@@ -137,9 +137,8 @@ def decide(dues: Sequence[Due], states: Sequence[StackState], now: datetime) -> 
     for state in states:
         for resource in state.resources:
             ident = resource.get("id")
-            if (
-                not isinstance(ident, str) or not ident or resource.get("external")
-            ):  # a `.get()` reads it; it does not own it
+            # A `.get()` (external) reads the object; it does not own it, so it decides nothing.
+            if not isinstance(ident, str) or not ident or resource.get("external"):
                 continue
             props = props_of(resource)
             if deadline.passed(props, now) is None:
