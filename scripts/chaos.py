@@ -124,6 +124,31 @@ beside the state`` counts the runner cycles whose bucket held the journal's entr
 counts the cycles in which its interrupt came; ``stragglers that lost their lease`` the two-runner cycles whose
 runner 1 failed saying so.
 
+Deadline cases (about 1 in 4 of the stand-in cycles with one stack, no kill and no twins, from an RNG of their own;
+every stand-in cycle with ``--focus deadline``, at one moment with ``--focus deadline-<moment>``; never through
+the CLI, whose example declares no deadline): every declared session has a ``stop_after``
+(``resources/deadline.py``, docs/cost.md), and it passes
+
+* **during a create**: a time :data:`DEADLINE_CREATE_AHEAD` (6 s) ahead of the sessions' first declaration, and a
+  capacity queue (the sessions' provisioning time) of :data:`DEADLINE_QUEUE` for the first up phase: each create
+  waits until the deadline, must stop what it made and record it stopped, and the ``up`` succeeds;
+* **during an outage**: a time :data:`DEADLINE_OUTAGE_AHEAD` (10 s) ahead; once the sessions run, every endpoint
+  answers 503 or 500 (every key) from before the deadline until 2 s or 12 s after it (shorter or longer than the
+  client's retries of a read), an ``up`` begun past the deadline runs meanwhile, then the up phase again: the
+  sessions must be stopped, nothing duplicated;
+* **during a refresh**: :data:`DEADLINE_DURATION` (``1m``), and the emulator's clock (the API's, on which a refresh
+  judges) moves :data:`DEADLINE_ADVANCE` (90 s) ahead while this machine's (on which a diff judges: the campaign
+  cannot move it) stays behind: a ``pulumi refresh`` (it must stop nothing), an out-of-band stop of one session,
+  a ``refresh`` again (it must keep it in the state, stopped), then the up phase (it must not re-create it).
+
+No create timeout, no out-of-band stop between two ups in those cycles (the refresh case has its own). The user
+moves a time deadline when an error says it has passed (a create that reached it first: the check's and the
+create's advice), and for the cleared phase (a new deployment after the destroy: a time that has passed is refused
+at check). The audits take an object's deadline from the ``stop_after`` the stack declared when it was made and
+the emulator's ``created_at``, never from the state. ``deadline cycles`` counts the cycles whose moment came as
+planned (create: every session the state holds was stopped by the stack; outage: it began before the deadline
+with the sessions running; refresh: the stopped session was still in the state after the ``up``), and by moment.
+
 A failed ``up`` is run again (the user re-running ``pulumi up``), at most 3 tries in all, plus one for each
 interrupt the campaign caused and each journal entry the user dismissed. A create that cannot tell its object
 from look-alikes touches nothing and raises "none can be proven this create's", naming the command that
@@ -182,7 +207,10 @@ phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of 
 * **healthy objects stopped**: a stop request (``POST .../stop`` in the emulator's request log, whether or not
   it acted) on an object, counted once per object, when (a) its key is not the key whose create made the object
   (another stack's, or the colleague's; the out-of-band stopper's key is the injected fault itself and is left
-  out), or (b) its key is the maker's and the maker is a stack, and nothing explains it: neither a change of
+  out), or (b) its key is the maker's stack's and it arrived during a ``pulumi refresh`` of that stack (a refresh
+  stops nothing, past a deadline or not), or (c) its key is the maker's and the maker is a stack, and nothing
+  explains it: its deadline had passed (the API's clock) when it arrived (a create's wait or an ``up`` stopped
+  it at its deadline), or neither a change of
   that stack (the stop arrived while that stack's engine was deleting that very id: a destroy, a replacement, a
   removed resource; for the CLI, during a ``pulumi destroy`` of a state holding it, or during an ``up`` after
   which the state no longer holds it), nor an injected fault on that very object (it is in ERROR: a fail-next,
@@ -190,8 +218,8 @@ phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of 
   been stopped out of band before). Every other failure (an unreadable item in a list, an outage, a
   look-alike, a kill of another create) must never get a healthy object stopped.
 * **lost state**: after each up phase, a state entry whose id the emulator does not know, whose object is
-  not active (the ``up``'s refresh should have dropped it), or whose id another entry (of any stack) also
-  holds; and, after a converged ``up``, a declared resource missing from the state. Counted once per entry.
+  not active (the ``up``'s refresh should have dropped it; apart from one whose deadline has passed on the API's
+  clock, which the state keeps, stopped), or whose id another entry (of any stack) also holds; and, after a converged ``up``, a declared resource missing from the state. Counted once per entry.
 * **commands still failing after faults cleared**: every command that began once every fault had been cleared
   (the destroy phase's last try, the cleared phase's ``up`` and ``destroy``) and failed all the same. Counted once
   per command; ``commands run after faults cleared`` counts those that ran, and ``..., waiting for what was left
@@ -210,6 +238,16 @@ phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of 
   Counted once per provider and per entry. (``zombie engines seen gone`` counts the kills after which the
   provider exited on its own while the engine was still a zombie; ``taken over after a zombie engine``, the ids
   it left with ``GONE_NOTE`` that a later ``up`` of that stack then held.)
+* **ran past its deadline** (deadline cycles): after an ``up`` that succeeded, a session the stack's key made
+  (held or not) still CREATING or RUNNING although its deadline had passed, on both clocks, :data:`DEADLINE_BOUND`
+  (2 s) before the ``up`` began (its diff must have seen it due and its update stopped it), or although that
+  ``up`` created it in the create case's queue (it could not be RUNNING by its deadline) and ended 2 s past it
+  (the create's wait must have stopped it). What only the API's clock has passed (the refresh case moves it) no
+  diff can see (docs/cost.md, "Which clock"): not judged. Counted once per object.
+* **re-created after its deadline** (deadline cycles): before the destroy phase, an object of the stack's key made
+  for a declared session once an earlier object of that declaration had reached its deadline still active (stopped
+  at it, or past it), while the stack declared the same ``stop_after`` for both (the deadline did not move).
+  Counted once per object.
 
 ``faults injected`` is the sum of ``fired`` over every rule, plus what the script counts itself: each
 fail-next that landed an object in ERROR, each create that timed out, each 404 that read_lag caused (a 404
@@ -234,13 +272,15 @@ Run it (deterministic given the seed, apart from thread timing):
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 0 --runner-cycles 3   # the three runner cases
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --dry-run   # print the plans only
     uv run --frozen python scripts/chaos.py --seed 7 --cycles 12 --focus session-act-then-5xx   # in every cycle
+    uv run --frozen python scripts/chaos.py --seed 7 --cycles 8 --focus deadline   # a deadline case in every cycle
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --evidence /tmp/chaos-evidence  # keep what
         # a cycle with a finding saw: provider/CLI output, errors, the emulator's final state and request log
 
 The last lines are the figures: ``cycles``, ``faults injected``, ``failed operations``, the team cases, the
 runner cases, ``left for the user to decide``, then ``orphans``, ``duplicates``, ``taken from another owner``,
 ``healthy objects stopped``, ``billed after destroy``, ``lost state``, ``key leaks``, ``engine deaths unnoticed``,
-``commands still failing after faults cleared``; the exit status is 1 when any of the last nine is not 0, and
+``commands still failing after faults cleared``, ``ran past its deadline``, ``re-created after its deadline``; the
+exit status is 1 when any of the last eleven is not 0, and
 every finding is described on stderr with the cycle that replays it.
 """
 
@@ -3251,7 +3291,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=FOCUSES,
         default=None,
         help="put this fault in every cycle, on top of its drawn mix (session-act-then-5xx: session creates "
-        "that act, then get the API's own 500/503)",
+        "that act, then get the API's own 500/503; deadline: a deadline case of a drawn moment in every stand-in "
+        "cycle, deadline-create / deadline-outage / deadline-refresh: at that moment)",
     )
     parser.add_argument("--verbose", action="store_true", help="one line per cycle, findings as they come")
     parser.add_argument("--dry-run", action="store_true", help="print each cycle's plan and run nothing")
