@@ -242,7 +242,8 @@ phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of 
   (held or not) still CREATING or RUNNING although its deadline had passed, on both clocks, :data:`DEADLINE_BOUND`
   (2 s) before the ``up`` began (its diff must have seen it due and its update stopped it), or although that
   ``up`` created it in the create case's queue (it could not be RUNNING by its deadline) and ended 2 s past it
-  (the create's wait must have stopped it). What only the API's clock has passed (the refresh case moves it) no
+  (the create's wait must have stopped it); apart from those left for the user to decide (no state holds them,
+  and so no deadline of theirs: the user decides). What only the API's clock has passed (the refresh case moves it) no
   diff can see (docs/cost.md, "Which clock"): not judged. Counted once per object.
 * **re-created after its deadline** (deadline cycles): before the destroy phase, an object of the stack's key made
   for a declared session once an earlier object of that declaration had reached its deadline still active (stopped
@@ -2566,6 +2567,8 @@ class Campaign(CLICampaign):
         for obj in state["training_sessions"]:
             if state["created_with"].get(obj["id"]) != stack.digest or not active(obj):
                 continue
+            if obj["id"] in report.left or (stack.digest, obj["id"]) in report.left_named:
+                continue  # no create could prove it the stack's, so no state holds its deadline: the user decides
             at = self.deadline_of(stack, obj)
             if at is None:
                 continue
