@@ -133,9 +133,9 @@ the CLI, whose example declares no deadline): every declared session has a ``sto
   capacity queue (the sessions' provisioning time) of :data:`DEADLINE_QUEUE` for the first up phase: each create
   waits until the deadline, must stop what it made and record it stopped, and the ``up`` succeeds;
 * **during an outage**: a time :data:`DEADLINE_OUTAGE_AHEAD` (10 s) ahead; once the sessions run, every endpoint
-  answers 503 or 500 (every key) from before the deadline until 2 s or 12 s after it (shorter or longer than the
-  client's retries of a read), an ``up`` begun past the deadline runs meanwhile, then the up phase again: the
-  sessions must be stopped, nothing duplicated;
+  answers 503 or 500 (every key) from before the deadline until 2 s or 12 s after it, an ``up`` begun past the
+  deadline runs meanwhile (its client retries through the outage, or it fails: its note says which), then the up
+  phase again: the sessions must be stopped, nothing duplicated;
 * **during a refresh**: :data:`DEADLINE_DURATION` (``1m``), and the emulator's clock (the API's, on which a refresh
   judges) moves :data:`DEADLINE_ADVANCE` (90 s) ahead while this machine's (on which a diff judges: the campaign
   cannot move it) stays behind: a ``pulumi refresh`` (it must stop nothing), an out-of-band stop of one session,
@@ -423,8 +423,8 @@ DEADLINE_SHARE = 0.25  # of the stand-in cycles with one stack, no kill and no t
 # minute, and the diff judges on this machine's clock, which the campaign cannot move: real seconds pass).
 DEADLINE_CREATE_AHEAD = 6.0  # the check and the POST fit in it; the create's wait runs out the rest
 DEADLINE_OUTAGE_AHEAD = 10.0  # the sessions get RUNNING before it, then an outage covers it
-# The outage lasts this long past the deadline: shorter than the client's retries of a read (5 tries, backoff
-# 0.5-8 s), so that the up run meanwhile gets through once it is over, or longer, so that it fails.
+# The outage lasts this long past the deadline: within one read's retries (5 tries, full-jitter backoff, at most
+# 7.5 s), or past them (the up run meanwhile may then fail; its reads, each retried, can still outlast it).
 DEADLINE_OUTAGE_TAILS = (2.0, 12.0)
 DEADLINE_QUEUE = 600.0  # create: the sessions' provisioning time (a capacity queue longer than the deadline)
 # refresh: a duration from the creation (the shortest allowed), passed by moving the emulator's clock (the API's:
