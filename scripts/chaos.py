@@ -2281,7 +2281,11 @@ class Campaign(CLICampaign):
             with report.lock:
                 report.notes.append(
                     "deadline outage: the up begun past the deadline during the outage "
-                    + ("succeeded (its retries outlasted the outage)" if during else "failed")
+                    + (
+                        "succeeded (its requests got through once the outage was over)"
+                        if during
+                        else "failed"
+                    )
                 )
             time.sleep(max(0.0, over - time.monotonic()) + 0.1)
             return self.up_phase(plan, stack, report, None, first=False)
@@ -2293,22 +2297,33 @@ class Campaign(CLICampaign):
             if self.command(report, stack, "refresh", lambda errs: self.refresh(stack))[0]:
                 break
         victim = held.get(plan.sessions[plan.oob_index][0]) or sessions[0]
-        for _ in range(TRIES):  # someone stops it past its deadline, through the same (faulted) API
-            try:
+        stopped = False
+        for _ in range(
+            TRIES
+        ):  # someone stops it past its deadline, through the same (faulted) API, until it is
+            try:  # (an ignored stop answers 200 and does nothing: they see it still running and stop it again)
                 with TogetherRL(api_key=KEYS["oob"], base_url=self.server.base_url) as client:
                     client.stop_training_session(victim)
                 report.oob_done = True
-                break
             except Exception as exc:
                 with report.lock:
                     report.errors.append(f"out-of-band stop: {exc}")
-        if report.oob_done:
-            self.settled(victim, "training_sessions", (*SESSION_ACTIVE, "STOPPING"), timeout=30)
+                continue
+            ending = (*SESSION_ACTIVE, "STOPPING")
+            if self.settled(victim, "training_sessions", ending, timeout=5) not in ending:
+                stopped = True
+                break
         for _ in range(TRIES):
             if self.command(report, stack, "refresh", lambda errs: self.refresh(stack))[0]:
                 break
         converged = self.up_phase(plan, stack, report, None, first=False)
-        report.deadline_ran = report.oob_done and victim in stack.held().values()
+        report.deadline_ran = stopped and victim in stack.held().values()  # kept in the state, stopped
+        if not report.deadline_ran:
+            with report.lock:
+                report.notes.append(
+                    f"deadline refresh: {victim} was "
+                    + ("not held after the up (not counted)" if stopped else "never stopped (not counted)")
+                )
         return converged
 
     def two_runner_ups(self, plan: Plan, stacks: list[Stack], report: Report) -> list[bool]:
