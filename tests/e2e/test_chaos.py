@@ -25,12 +25,21 @@ tree SIGKILLed, its folders deleted), then the next runner's up; GitHub's cancel
 SIGKILL 2.5 s after that) while the model resource waits for READY, then the next runner's up; two runners of one
 stack, the first frozen past its lease while the second takes its create over, then woken (a straggler).
 
+Seed 49, cycles 0-1, with a deadline case in each (`--focus deadline`): every session declares `stop_after`; in
+cycle 0 a time 10 s ahead, and every endpoint answers 503 from before it until 2 s after it, an `up` running
+meanwhile, then the up phase again, which must stop the sessions; in cycle 1 `1m`, the emulator's clock moved past
+it, a refresh (which stops nothing), an out-of-band stop of the session, a refresh (which keeps it in the state,
+stopped), then an `up` that must not re-create it.
+
 Every cycle ends with its cleared phase (each stack's `up` and `destroy` with every fault cleared, no command of the
 user's between them): none of those commands may fail (`commands still failing after faults cleared`).
 
 None of the slow faults (an unanswered create's 60 s settle window, an ignored stop's 15 s re-stop): about a
 minute and a half on 2 idle cores before the cleared phase; 6.5 minutes with it, the three tests in turn, measured
-on 2 cores shared with other test runs (load average about 27).
+on 2 cores shared with other test runs (load average about 27). The deadline test alone: 80 s on 2 cores shared
+with other test runs (load average about 12), of which about 22 s of CPU and at most about 12 s spent waiting for
+this machine's clock (the outage case's deadline, 10 s after the sessions are declared, and its 2 s tail: a diff
+judges on this machine's clock, which the campaign cannot move); the refresh case moves the emulator's instead.
 """
 
 from __future__ import annotations
@@ -55,6 +64,8 @@ MUST_BE_ZERO = (
     "key leaks",
     "engine deaths unnoticed",
     "commands still failing after faults cleared",
+    "ran past its deadline",
+    "re-created after its deadline",
 )
 
 
@@ -70,7 +81,9 @@ def _campaign(*args: str, timeout: float = 240) -> tuple[dict[str, int], str]:
         check=False,
     )
     report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    figures = {name: int(value) for name, value in re.findall(r"^([a-z -]+): (\d+)$", result.stdout, re.M)}
+    figures = {
+        name: int(value) for name, value in re.findall(r"^([a-z ,'/0-9-]+): (\d+)$", result.stdout, re.M)
+    }
     assert figures.get("faults injected", 0) > 0, report
     assert {name: figures.get(name) for name in MUST_BE_ZERO} == dict.fromkeys(MUST_BE_ZERO, 0), report
     assert result.returncode == 0, report
@@ -130,4 +143,23 @@ def test_runners_thrown_away_cancelled_or_running_one_stack_twice_leave_nothing_
         "runners cancelled mid-create": 1,
         "two runners of one stack": 1,
         "stragglers that lost their lease": 1,
+    }, f"{ran}\n{report}"
+
+
+def test_deadlines_passing_during_an_outage_and_a_refresh_stop_what_runs_and_recreate_nothing():
+    figures, report = _campaign("--seed", "49", "--cycles", "2", "--focus", "deadline")
+
+    assert figures["cycles"] == 2, report
+    ran = {
+        name: figures[name]
+        for name in (
+            "deadline cycles",
+            "deadline cycles, during an outage",
+            "deadline cycles, during a refresh",
+        )
+    }
+    assert ran == {
+        "deadline cycles": 2,
+        "deadline cycles, during an outage": 1,
+        "deadline cycles, during a refresh": 1,
     }, f"{ran}\n{report}"
