@@ -124,6 +124,31 @@ beside the state`` counts the runner cycles whose bucket held the journal's entr
 counts the cycles in which its interrupt came; ``stragglers that lost their lease`` the two-runner cycles whose
 runner 1 failed saying so.
 
+Deadline cases (about 1 in 4 of the stand-in cycles with one stack, no kill and no twins, from an RNG of their own;
+every stand-in cycle with ``--focus deadline``, at one moment with ``--focus deadline-<moment>``; never through
+the CLI, whose example declares no deadline): every declared session has a ``stop_after``
+(``resources/deadline.py``, docs/cost.md), and it passes
+
+* **during a create**: a time :data:`DEADLINE_CREATE_AHEAD` (6 s) ahead of the sessions' first declaration, and a
+  capacity queue (the sessions' provisioning time) of :data:`DEADLINE_QUEUE` for the first up phase: each create
+  waits until the deadline, must stop what it made and record it stopped, and the ``up`` succeeds;
+* **during an outage**: a time :data:`DEADLINE_OUTAGE_AHEAD` (10 s) ahead; once the sessions run, every endpoint
+  answers 503 or 500 (every key) from before the deadline until 2 s or 12 s after it, an ``up`` begun past the
+  deadline runs meanwhile (its client retries through the outage, or it fails: its note says which), then the up
+  phase again: the sessions must be stopped, nothing duplicated;
+* **during a refresh**: :data:`DEADLINE_DURATION` (``1m``), and the emulator's clock (the API's, on which a refresh
+  judges) moves :data:`DEADLINE_ADVANCE` (90 s) ahead while this machine's (on which a diff judges: the campaign
+  cannot move it) stays behind: a ``pulumi refresh`` (it must stop nothing), an out-of-band stop of one session,
+  a ``refresh`` again (it must keep it in the state, stopped), then the up phase (it must not re-create it).
+
+No create timeout, no out-of-band stop between two ups in those cycles (the refresh case has its own). The user
+moves a time deadline when an error says it has passed (a create that reached it first: the check's and the
+create's advice), and for the cleared phase (a new deployment after the destroy: a time that has passed is refused
+at check). The audits take an object's deadline from the ``stop_after`` the stack declared when it was made and
+the emulator's ``created_at``, never from the state. ``deadline cycles`` counts the cycles whose moment came as
+planned (create: every session the state holds was stopped by the stack; outage: it began before the deadline
+with the sessions running; refresh: the stopped session was still in the state after the ``up``), and by moment.
+
 A failed ``up`` is run again (the user re-running ``pulumi up``), at most 3 tries in all, plus one for each
 interrupt the campaign caused and each journal entry the user dismissed. A create that cannot tell its object
 from look-alikes touches nothing and raises "none can be proven this create's", naming the command that
@@ -182,7 +207,10 @@ phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of 
 * **healthy objects stopped**: a stop request (``POST .../stop`` in the emulator's request log, whether or not
   it acted) on an object, counted once per object, when (a) its key is not the key whose create made the object
   (another stack's, or the colleague's; the out-of-band stopper's key is the injected fault itself and is left
-  out), or (b) its key is the maker's and the maker is a stack, and nothing explains it: neither a change of
+  out), or (b) its key is the maker's stack's and it arrived during a ``pulumi refresh`` of that stack (a refresh
+  stops nothing, past a deadline or not), or (c) its key is the maker's and the maker is a stack, and nothing
+  explains it: its deadline had passed (the API's clock) when it arrived (a create's wait or an ``up`` stopped
+  it at its deadline), or neither a change of
   that stack (the stop arrived while that stack's engine was deleting that very id: a destroy, a replacement, a
   removed resource; for the CLI, during a ``pulumi destroy`` of a state holding it, or during an ``up`` after
   which the state no longer holds it), nor an injected fault on that very object (it is in ERROR: a fail-next,
@@ -190,8 +218,8 @@ phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of 
   been stopped out of band before). Every other failure (an unreadable item in a list, an outage, a
   look-alike, a kill of another create) must never get a healthy object stopped.
 * **lost state**: after each up phase, a state entry whose id the emulator does not know, whose object is
-  not active (the ``up``'s refresh should have dropped it), or whose id another entry (of any stack) also
-  holds; and, after a converged ``up``, a declared resource missing from the state. Counted once per entry.
+  not active (the ``up``'s refresh should have dropped it; apart from one whose deadline has passed on the API's
+  clock, which the state keeps, stopped), or whose id another entry (of any stack) also holds; and, after a converged ``up``, a declared resource missing from the state. Counted once per entry.
 * **commands still failing after faults cleared**: every command that began once every fault had been cleared
   (the destroy phase's last try, the cleared phase's ``up`` and ``destroy``) and failed all the same. Counted once
   per command; ``commands run after faults cleared`` counts those that ran, and ``..., waiting for what was left
@@ -210,6 +238,17 @@ phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of 
   Counted once per provider and per entry. (``zombie engines seen gone`` counts the kills after which the
   provider exited on its own while the engine was still a zombie; ``taken over after a zombie engine``, the ids
   it left with ``GONE_NOTE`` that a later ``up`` of that stack then held.)
+* **ran past its deadline** (deadline cycles): after an ``up`` that succeeded, a session the stack's key made
+  (held or not) still CREATING or RUNNING although its deadline had passed, on both clocks, :data:`DEADLINE_BOUND`
+  (2 s) before the ``up`` began (its diff must have seen it due and its update stopped it), or although that
+  ``up`` created it in the create case's queue (it could not be RUNNING by its deadline) and ended 2 s past it
+  (the create's wait must have stopped it); apart from those left for the user to decide (no state holds them,
+  and so no deadline of theirs: the user decides). What only the API's clock has passed (the refresh case moves it) no
+  diff can see (docs/cost.md, "Which clock"): not judged. Counted once per object.
+* **re-created after its deadline** (deadline cycles): before the destroy phase, an object of the stack's key made
+  for a declared session once an earlier object of that declaration had reached its deadline still active (stopped
+  at it, or past it), while the stack declared the same ``stop_after`` for both (the deadline did not move).
+  Counted once per object.
 
 ``faults injected`` is the sum of ``fired`` over every rule, plus what the script counts itself: each
 fail-next that landed an object in ERROR, each create that timed out, each 404 that read_lag caused (a 404
@@ -234,13 +273,15 @@ Run it (deterministic given the seed, apart from thread timing):
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 0 --runner-cycles 3   # the three runner cases
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --dry-run   # print the plans only
     uv run --frozen python scripts/chaos.py --seed 7 --cycles 12 --focus session-act-then-5xx   # in every cycle
+    uv run --frozen python scripts/chaos.py --seed 7 --cycles 8 --focus deadline   # a deadline case in every cycle
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --evidence /tmp/chaos-evidence  # keep what
         # a cycle with a finding saw: provider/CLI output, errors, the emulator's final state and request log
 
 The last lines are the figures: ``cycles``, ``faults injected``, ``failed operations``, the team cases, the
 runner cases, ``left for the user to decide``, then ``orphans``, ``duplicates``, ``taken from another owner``,
 ``healthy objects stopped``, ``billed after destroy``, ``lost state``, ``key leaks``, ``engine deaths unnoticed``,
-``commands still failing after faults cleared``; the exit status is 1 when any of the last nine is not 0, and
+``commands still failing after faults cleared``, ``ran past its deadline``, ``re-created after its deadline``; the
+exit status is 1 when any of the last eleven is not 0, and
 every finding is described on stderr with the cycle that replays it.
 """
 
@@ -375,6 +416,26 @@ RUNNER_LEASE = (
 PAUSE_TIMING = (
     3.0  # the model resource's provisioning time while runner 1 is frozen (two runners of one stack)
 )
+# The deadline cases (``Plan.deadline``): every declared session of the stack has a ``stop_after``.
+DEADLINE_MOMENTS = ("create", "outage", "refresh")
+DEADLINE_SHARE = 0.25  # of the stand-in cycles with one stack, no kill and no twins (about 1 cycle in 11)
+# create / outage: an RFC 3339 time this far ahead of the sessions' first registration (a duration is at least a
+# minute, and the diff judges on this machine's clock, which the campaign cannot move: real seconds pass).
+DEADLINE_CREATE_AHEAD = 6.0  # the check and the POST fit in it; the create's wait runs out the rest
+DEADLINE_OUTAGE_AHEAD = 10.0  # the sessions get RUNNING before it, then an outage covers it
+# The outage lasts this long past the deadline: within one read's retries (5 tries, full-jitter backoff, at most
+# 7.5 s), or past them (the up run meanwhile may then fail; its reads, each retried, can still outlast it).
+DEADLINE_OUTAGE_TAILS = (2.0, 12.0)
+DEADLINE_QUEUE = 600.0  # create: the sessions' provisioning time (a capacity queue longer than the deadline)
+# refresh: a duration from the creation (the shortest allowed), passed by moving the emulator's clock (the API's:
+# what a refresh judges on) this far; this machine's clock stays behind, so no diff sees it due.
+DEADLINE_DURATION = "1m"
+DEADLINE_ADVANCE = 90.0
+# An object whose deadline passed this long before an `up` began (both clocks), or whose create waited at it and
+# whose `up` ended this long after it, must be stopped by then (ran past its deadline): the state's stop_at is
+# whole seconds, and the API's clock is read from a Date header of whole seconds.
+DEADLINE_BOUND = 2.0
+PASSED = re.compile(r"stop_after has passed|its deadline, stop_after \S+, has passed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -436,6 +497,11 @@ def parse_time(text: str) -> datetime:
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def rfc3339(at: datetime) -> str:
+    """A time as a user writes a ``stop_after`` (whole seconds, UTC)."""
+    return at.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def journal_entries(since: float) -> list[Seen]:
@@ -514,6 +580,10 @@ class Plan:
     backends: bool = False  # two stacks of the same names (equal owners) in two backends: cross-backend
     zombie: bool = False  # the kill hits stack a's engine, which is left unreaped: a zombie engine
     runner: RunnerCase | None = None  # a runner cycle: state and journal in a bucket, runners as machines
+    deadline: str | None = None  # one of DEADLINE_MOMENTS: the sessions' stop_after passes at that moment
+    deadline_restore: float = 0.0  # create: the sessions' provisioning time once the first up phase is over
+    outage_status: int = 503  # outage: what the API answers while it is down
+    outage_tail: float = DEADLINE_OUTAGE_TAILS[0]  # outage: how long it lasts past the deadline
 
     @property
     def message(self) -> str:
@@ -542,6 +612,10 @@ class Plan:
             out.append(self.runner.label)
         if self.twins:
             out.append("twins")
+        if self.deadline == "outage":
+            out.append(f"deadline-outage-{self.outage_status}-{self.outage_tail:g}s")
+        elif self.deadline:
+            out.append(f"deadline-{self.deadline}")
         out += [f"colleague-{kind}-{trigger}" for kind, trigger, _ in self.colleague]
         return out
 
@@ -596,8 +670,9 @@ def unreadable_items(collection: str, rng: random.Random) -> list[Any]:
     ][: rng.randint(1, 2)]
 
 
-FOCUSES = ("session-act-then-5xx",)
-"""What ``--focus`` can put in every cycle (see :func:`make_plan`)."""
+FOCUSES = ("session-act-then-5xx", "deadline", *(f"deadline-{moment}" for moment in DEADLINE_MOMENTS))
+"""What ``--focus`` can put in every cycle (see :func:`make_plan`): ``deadline`` a deadline case of a drawn
+moment, ``deadline-<moment>`` that moment."""
 
 SESSION_ACT_SHARE = 0.2
 """The share of cycles (beside the general act-then-fail creates above) whose session creates act then get the
@@ -816,6 +891,19 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False, focus: str | None = N
         oob_index = 0
         if kill is None:  # twins are always interrupted
             kill = (rng.choice(("resource", "session")), rng.choice(("wait", "post")))
+    # The deadline case, from an RNG of its own (a cycle without it keeps the plan it had before it existed): one
+    # stack, no interrupt, no twins (their own cycles test those), never through the CLI (examples/sweep declares
+    # no stop_after). Focused, it is in every stand-in cycle, and those cases give way to it.
+    moments = random.Random(f"together-rl-chaos:{seed}:{cycle}:deadline")
+    deadline_drawn, moment = moments.random() < DEADLINE_SHARE, moments.choice(DEADLINE_MOMENTS)
+    deadline_focused = focus is not None and focus.startswith("deadline")
+    if deadline_focused and focus != "deadline":
+        moment = focus.split("-", 1)[1]
+    deadline, deadline_restore = None, 0.0
+    outage_status, outage_tail = moments.choice((503, 500)), moments.choice(DEADLINE_OUTAGE_TAILS)
+    if not cli and (deadline_focused or (deadline_drawn and stacks == 1 and kill is None and not twins)):
+        deadline = moment
+        stacks, backends, kill, twins = 1, False, None, False
     # (Twins killed during their POSTs cannot be told apart: no take-over, nothing to kill during one.)
     takeover_kill = rng.random() < 0.4 and kill is not None and not (twins and kill[1] == "post")
     zombie = kill is not None and cases.random() < 0.35
@@ -881,6 +969,13 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False, focus: str | None = N
     slow = None
     if not cli and not kill and rng.random() < 0.15:
         slow = rng.choice(("resource", "session"))
+    if deadline is not None:
+        # No create timeout (the deadline bounds the create's wait) and no out-of-band stop between two ups (the
+        # refresh case stops one itself, past the deadline); the create case's sessions wait in a long queue.
+        slow, oob_stop = None, None
+        deadline_restore = timings["session_creating"]
+        if deadline == "create":
+            timings["session_creating"] = DEADLINE_QUEUE
     plan = Plan(
         seed,
         cycle,
@@ -904,6 +999,10 @@ def make_plan(seed: int, cycle: int, *, cli: bool = False, focus: str | None = N
         poison=poison,
         backends=backends,
         zombie=zombie,
+        deadline=deadline,
+        deadline_restore=deadline_restore,
+        outage_status=outage_status,
+        outage_tail=outage_tail,
     )
     if slow:
         plan.slow = slow
@@ -930,7 +1029,7 @@ def make_runner_plan(seed: int, cycle: int, *, focus: str | None = None) -> Plan
         plan.timings[key] = round(rng.uniform(0.05, 0.3), 3)
     plan.runner = case
     plan.stacks, plan.backends, plan.twins, plan.zombie = 1, False, False, False
-    plan.takeover_kill, plan.colleague, plan.slow = False, [], None
+    plan.takeover_kill, plan.colleague, plan.slow, plan.deadline = False, [], None, None
     if case.interrupt == "pause":
         plan.kill, plan.oob_stop = None, None
         plan.timings["resource_pending"] = PAUSE_TIMING
@@ -975,6 +1074,14 @@ class Report:
     still_failing: set[str] = dataclasses.field(default_factory=set)
     still_failing_lines: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> the error's line
     session_acts: int = 0  # session creates the API acted on, then answered its own 500/503 (any key's)
+    overran: set[str] = dataclasses.field(default_factory=set)  # ran past its deadline
+    recreated: set[str] = dataclasses.field(default_factory=set)  # re-created after its deadline
+    deadline_ran: bool = False  # the deadline case ran at its moment (see Campaign.deadline_phase)
+    queue_until: datetime | None = None  # create: when (API clock) the sessions' long queue was lifted
+    destroy_began: datetime | None = None  # when (API clock) the destroy phase began
+    # The emulator's clock moves: (its new now, seconds moved), to tell a request's time (the API's clock) on
+    # this machine's, which the engines' windows of changes and refreshes are on.
+    advanced: list[tuple[datetime, float]] = dataclasses.field(default_factory=list)
     removed: int = 0  # journal entries the user dismissed
     errors: list[str] = dataclasses.field(default_factory=list)  # every error message seen
     outputs: list[str] = dataclasses.field(default_factory=list)  # provider / CLI output
@@ -1067,6 +1174,7 @@ class Stack:
 
     def __init__(self, campaign: Campaign, plan: Plan, role: str, runner: int = 0):
         self.role = role
+        self.plan = plan
         self.name = f"c{plan.cycle}" + ("" if role == "a" or plan.backends else role)
         self.key = KEYS[role]
         self.digest = DIGESTS[role]
@@ -1085,6 +1193,13 @@ class Stack:
         self.killed_pid: int | None = None
         self.outcome = ""
         self.gone = False  # two runners: runner 1's job is over, its state is not the stack's
+        # The deadline case: the stop_after every session declares, and its history [(API clock, value)] (the user
+        # moves it when an error says it has passed, and for the cleared phase's new deployment).
+        self.stop_after: str | None = None
+        self.stop_after_history: list[tuple[datetime, str]] = []
+        self.refreshes: list[
+            tuple[datetime, datetime]
+        ] = []  # `pulumi refresh` commands (this machine's clock)
         # Runner cycles: the machine its commands run on (``runner``: which of the stack's concurrent runners).
         self.case = plan.runner
         self.runner = runner
@@ -1704,6 +1819,7 @@ class Campaign(CLICampaign):
                         "display_name": display,
                         "owner": stack.owner(name),
                         **({"create_timeout": SLOW_TIMEOUT} if plan.slow == "session" else {}),
+                        **({"stop_after": self.stop_after(plan, stack, report)} if plan.deadline else {}),
                     }
                     return deployment.register(
                         TS, name, inputs, property_dependencies={"model_resources_id": [gpu.urn]}
@@ -1736,9 +1852,7 @@ class Campaign(CLICampaign):
         try:
             while attempt < min(tries, TRIES + EXTRA_TRIES):
                 attempt += 1
-                ok, errors = self.command(
-                    report, stack, "up", lambda errs: self.up(plan, stack, report, errs)
-                )
+                ok, errors = self.timed_up(plan, stack, report)
                 if first and attempt == 1 and plan.slow:
                     self.restore_slow(plan, report)
                 self.audit_taken(report, [stack])  # an audit point: the end of every up
@@ -1763,6 +1877,9 @@ class Campaign(CLICampaign):
                         takeover.start()
                 if self.user_reads(report, stack, errors):
                     tries += 1
+                if plan.deadline and any(PASSED.search(text) for text in errors):
+                    self.move_deadline(plan, stack, report, "the error said it has passed")
+                    tries += 1
                 if attempt == 1 and between is not None:
                     between()
                 if ok:
@@ -1772,6 +1889,93 @@ class Campaign(CLICampaign):
             if takeover is not None:
                 takeover.stop.set()
                 takeover.join(timeout=5)
+
+    def timed_up(self, plan: Plan, stack: Stack, report: Report, what: str = "up") -> tuple[bool, list[str]]:
+        """One ``up`` of ``stack``; in a deadline cycle, a succeeded one is audited for what ran past its deadline
+        (:meth:`audit_overrun`), with when it began on both clocks."""
+        began = (utcnow(), self.control.now()) if plan.deadline else None
+        ok, errors = self.command(report, stack, what, lambda errs: self.up(plan, stack, report, errs))
+        if ok and began is not None:
+            self.audit_overrun(plan, stack, report, *began)
+        return ok, errors
+
+    # ---------------------------------------------------------------------------------------- deadlines
+
+    def stop_after(self, plan: Plan, stack: Stack, report: Report) -> str:
+        """The ``stop_after`` every session of the stack declares: a duration for the refresh case; for the others
+        a time, fixed when the stack first declares its sessions (as a user writes one into the program), then
+        moved only as :meth:`move_deadline` says."""
+        with report.lock:
+            if stack.stop_after is None:
+                if plan.deadline == "refresh":
+                    self.declare_deadline(stack, DEADLINE_DURATION)
+                else:
+                    ahead = DEADLINE_CREATE_AHEAD if plan.deadline == "create" else DEADLINE_OUTAGE_AHEAD
+                    self.declare_deadline(stack, rfc3339(utcnow() + timedelta(seconds=ahead)))
+            assert stack.stop_after is not None
+            return stack.stop_after
+
+    def declare_deadline(self, stack: Stack, value: str) -> None:
+        """The stack's declarations from now on carry ``value`` (its history on the API's clock: an object's
+        deadline is the value declared when it was created)."""
+        stack.stop_after_history.append((self.control.now(), value))
+        stack.stop_after = value
+
+    def move_deadline(
+        self, plan: Plan, stack: Stack, report: Report, why: str, ahead: float | None = None
+    ) -> None:
+        """The user moves a time deadline ahead (a duration never passes before its object exists): after an
+        error that says it has passed (a create that reached it first: the check's and the create's own advice),
+        or for the cleared phase's new deployment."""
+        if plan.deadline == "refresh":
+            return
+        if ahead is None:
+            ahead = DEADLINE_CREATE_AHEAD if plan.deadline == "create" else DEADLINE_OUTAGE_AHEAD
+        with report.lock:
+            old = stack.stop_after
+            self.declare_deadline(stack, rfc3339(utcnow() + timedelta(seconds=ahead)))
+            report.notes.append(
+                f"{stack.label}: the user moved stop_after {old} to {stack.stop_after} ({why})"
+            )
+
+    @staticmethod
+    def declared_at(stack: Stack, created: datetime) -> str | None:
+        """The stop_after the stack declared when an object was created at ``created`` (the API's clock)."""
+        values = [value for at, value in stack.stop_after_history if at <= created]
+        return values[-1] if values else None
+
+    def deadline_of(self, stack: Stack, obj: dict[str, Any]) -> datetime | None:
+        """The deadline of ``obj`` (the API's clock), from what the stack declared when it was made, if it is one
+        of the stack's sessions (by the key that made it and a declared display name); never from its state."""
+        if not getattr(stack, "stop_after_history", None) or "model_resources_id" not in obj:
+            return None
+        if obj.get("display_name") not in {display for _n, display, _r in stack.plan.declared_sessions()}:
+            return None
+        created = parse_time(obj["created_at"])
+        value = self.declared_at(stack, created)
+        if value is None:
+            return None
+        if value == DEADLINE_DURATION:
+            return created + timedelta(minutes=1)
+        return parse_time(value)
+
+    @staticmethod
+    def on_this_machine(report: Report, at: datetime) -> datetime:
+        """A time on the API's clock (the emulator's, which the campaign moves) told on this machine's."""
+        return at - timedelta(seconds=sum(seconds for moved, seconds in report.advanced if at >= moved))
+
+    def advance(self, report: Report, seconds: float) -> None:
+        now = self.control.advance(seconds)
+        with report.lock:
+            report.advanced.append((now, seconds))
+
+    def refresh(self, stack: Stack) -> None:
+        """`pulumi refresh`, its window noted: a stop sent meanwhile is no deadline's (a refresh stops nothing)."""
+        start = utcnow()
+        try:
+            stack.engine.refresh()
+        finally:
+            stack.refreshes.append((start, utcnow()))
 
     def user_reads(self, report: Report, stack: Any, errors: Iterable[str]) -> int:
         """The user reads the errors of a failed ``up``: where one says that none of the look-alikes can be
@@ -1823,6 +2027,8 @@ class Campaign(CLICampaign):
         such command is ``still failing after faults cleared``. The ``up`` is an audit point (its errors' named
         look-alikes noted, as any try's); whether each stack got through both is returned."""
         self.disarm_once(report)
+        for stack in stacks:  # a new deployment after the destroy: a time that has passed is refused at check
+            self.move_deadline(plan, stack, report, "a new deployment", ahead=3600.0)
         ups = each(
             stacks,
             lambda s: self.command(
@@ -1953,10 +2159,20 @@ class Campaign(CLICampaign):
                 if killer is not None:
                     killer.stop.set()
                     killer.join(timeout=10)
+            if plan.deadline == "create":  # the capacity queue was long for the first up phase only
+                report.queue_until = self.control.now()
+                self.control.configure(timings={"session_creating": plan.deadline_restore})
             self.audit_up(plan, stacks, report, converged)
             self.check_backends(plan, stacks, report)
             for stack, ok in zip(stacks, converged, strict=True):
                 stack.outcome = "converged" if ok else "UNCONVERGED"
+            if plan.deadline and converged[0]:
+                converged[0] = self.deadline_phase(plan, stacks[0], report)
+                self.audit_up(plan, stacks, report, converged)
+                stacks[0].outcome += f", deadline {plan.deadline} " + (
+                    ("ran" if report.deadline_ran else "did not run")
+                    + (", converged" if converged[0] else ", UNCONVERGED")
+                )
             if converged[0] and plan.oob_stop:
                 report.oob_done = self.oob_stop(plan, stacks[0], report)
                 converged[0] = self.up_phase(plan, stacks[0], report, None, first=False)
@@ -1967,6 +2183,7 @@ class Campaign(CLICampaign):
                 if not plan.colleague_late:
                     colleague.stop_sessions()
             running = [s for s in stacks if not s.gone]  # two runners: the frozen one's job is over
+            report.destroy_began = self.control.now()
             destroyed = dict(
                 zip(
                     (s.tag for s in running),
@@ -2008,6 +2225,106 @@ class Campaign(CLICampaign):
         report.outcome = "; ".join(f"{s.tag}: {s.outcome}" for s in stacks)
         report.seconds = time.monotonic() - started
         return report
+
+    def deadline_phase(self, plan: Plan, stack: Stack, report: Report) -> bool:
+        """The deadline case, once the first up phase converged (what it returns: whether the stack's ups still
+        converge). Every session declares ``stack.stop_after``; ``report.deadline_ran`` says whether the moment came
+        as planned (what the figures count).
+
+        * create: the sessions waited in a capacity queue longer than their deadline (a time a few seconds
+          ahead), so each create waited until it and stopped what it made: the state holds them stopped.
+        * outage: the sessions run; every endpoint goes down (503/500, every key) before their deadline (a time
+          a few seconds ahead) until shortly after it, an ``up`` runs meanwhile, then the up phase again.
+        * refresh: the sessions run with a duration; the API's clock moves past it (this machine's does not: no
+          diff sees it due); a ``pulumi refresh`` (which stops nothing), an out-of-band stop of one of them, a
+          ``pulumi refresh`` again (which keeps it in the state, stopped), then the up phase: nothing re-created."""
+        held = stack.held()
+        sessions = [held[name] for name, _d, _r in plan.declared_sessions() if name in held]
+        state = self.control.state()
+        objects = {o["id"]: o for o in state["training_sessions"]}
+        if plan.deadline == "create":
+            stopped = [i for i in sessions if i in objects and not active(objects[i])]
+            stops = {
+                m.group(2)
+                for r in self.control.requests()
+                if r["method"] == "POST" and r["key"] == stack.digest and (m := STOP_PATH.match(r["path"]))
+            }
+            report.deadline_ran = bool(sessions) and all(i in stops for i in stopped) and stopped == sessions
+            if not report.deadline_ran:
+                seen = ", ".join(
+                    f"{i} {short(objects[i]['status']) if i in objects else 'unknown'}" for i in sessions
+                )
+                with report.lock:
+                    report.notes.append(
+                        f"deadline create: not every session held was stopped by the stack (not counted): {seen}"
+                    )
+            return True
+        if plan.deadline == "outage":
+            at = parse_time(stack.stop_after or "")
+            running = all(i in objects and active(objects[i]) for i in sessions)
+            left = (at - utcnow()).total_seconds()
+            if not sessions or not running or left < 0.5:
+                with report.lock:
+                    report.notes.append("deadline outage: the deadline came before the outage (not counted)")
+                return True
+            self.control.add_fault(
+                path=ANY_PATH,
+                status=plan.outage_status,
+                times=None,
+                duration=round(left + plan.outage_tail, 2),
+                seed=plan.seed * 1000 + plan.cycle,
+            )
+            over = time.monotonic() + left + plan.outage_tail
+            time.sleep(max(0.0, left) + 0.3)
+            report.deadline_ran = True
+            during, _errors = self.timed_up(plan, stack, report, "up (outage past the deadline)")
+            with report.lock:
+                report.notes.append(
+                    "deadline outage: the up begun past the deadline during the outage "
+                    + (
+                        "succeeded (its requests got through once the outage was over)"
+                        if during
+                        else "failed"
+                    )
+                )
+            time.sleep(max(0.0, over - time.monotonic()) + 0.1)
+            return self.up_phase(plan, stack, report, None, first=False)
+        # refresh
+        if not sessions:
+            return True
+        self.advance(report, DEADLINE_ADVANCE)
+        for _ in range(TRIES):
+            if self.command(report, stack, "refresh", lambda errs: self.refresh(stack))[0]:
+                break
+        victim = held.get(plan.sessions[plan.oob_index][0]) or sessions[0]
+        stopped = False
+        for _ in range(
+            TRIES
+        ):  # someone stops it past its deadline, through the same (faulted) API, until it is
+            try:  # (an ignored stop answers 200 and does nothing: they see it still running and stop it again)
+                with TogetherRL(api_key=KEYS["oob"], base_url=self.server.base_url) as client:
+                    client.stop_training_session(victim)
+                report.oob_done = True
+            except Exception as exc:
+                with report.lock:
+                    report.errors.append(f"out-of-band stop: {exc}")
+                continue
+            ending = (*SESSION_ACTIVE, "STOPPING")
+            if self.settled(victim, "training_sessions", ending, timeout=5) not in ending:
+                stopped = True
+                break
+        for _ in range(TRIES):
+            if self.command(report, stack, "refresh", lambda errs: self.refresh(stack))[0]:
+                break
+        converged = self.up_phase(plan, stack, report, None, first=False)
+        report.deadline_ran = stopped and victim in stack.held().values()  # kept in the state, stopped
+        if not report.deadline_ran:
+            with report.lock:
+                report.notes.append(
+                    f"deadline refresh: {victim} was "
+                    + ("not held after the up (not counted)" if stopped else "never stopped (not counted)")
+                )
+        return converged
 
     def two_runner_ups(self, plan: Plan, stacks: list[Stack], report: Report) -> list[bool]:
         """Two runners of one stack: runner 1's ``up``, its machine frozen (SIGSTOP of its provider) once its
@@ -2102,6 +2419,7 @@ class Campaign(CLICampaign):
         state = self.audit_billed(stacks, report, "after the destroy with every fault cleared")
         creators = state["created_with"]
         self.audit_duplicates(plan, stacks, state, report)
+        self.audit_recreated(plan, stacks, state, report)
         requests = self.control.requests()
         report.evidence = {
             "emulator state.json": json.dumps(state, indent=1),
@@ -2208,17 +2526,22 @@ class Campaign(CLICampaign):
                 f"{who(creators.get(ident))}, is {short(obj['status'])} and no state holds it",
             )
         seen: dict[str, str] = {}
+        api_now = self.control.now() if plan.deadline else None
         for stack, ok in zip(stacks, converged, strict=True):
             for name, ident in held[stack.tag].items():
                 obj = known.get(ident)
                 key = f"{stack.tag}:{name}={ident}"
+                # Past its deadline, a refresh keeps a stopped object in the state (docs/cost.md: so that no `up`
+                # re-creates it): not lost state.
+                deadline_at = None if obj is None or api_now is None else self.deadline_of(stack, obj)
+                kept = deadline_at is not None and api_now is not None and deadline_at <= api_now
                 if obj is None:
                     report.find(
                         report.lost,
                         key,
                         f"lost state: {stack.label}'s {name} holds {ident}, which the API does not know",
                     )
-                elif not active(obj):
+                elif not active(obj) and not kept:
                     report.find(
                         report.lost,
                         key,
@@ -2242,6 +2565,87 @@ class Campaign(CLICampaign):
                             "does not hold it",
                         )
         self.audit_taken(report, stacks, state)
+
+    def audit_overrun(
+        self, plan: Plan, stack: Stack, report: Report, began: datetime, began_api: datetime
+    ) -> None:
+        """Ran past its deadline: after an ``up`` of ``stack`` that succeeded (begun at ``began`` on this machine's
+        clock, ``began_api`` on the API's), a session the stack's key made (any, held or not) still CREATING or
+        RUNNING although (a) its deadline had passed on both clocks :data:`DEADLINE_BOUND` before the ``up``
+        began (its diff, on this machine's clock, must have seen it due, and its update stopped it), or (b) this
+        ``up`` created it in the create case's capacity queue, so that it could not be RUNNING by its deadline,
+        and the ``up`` ended :data:`DEADLINE_BOUND` past it (the create's wait, on the API's clock, must have
+        stopped it). What only the API's clock has passed (the campaign moved it) no diff can see: not judged."""
+        state = self.control.state()
+        ended_api = self.control.now()
+        bound = timedelta(seconds=DEADLINE_BOUND)
+        for obj in state["training_sessions"]:
+            if state["created_with"].get(obj["id"]) != stack.digest or not active(obj):
+                continue
+            if obj["id"] in report.left or (stack.digest, obj["id"]) in report.left_named:
+                continue  # no create could prove it the stack's, so no state holds its deadline: the user decides
+            at = self.deadline_of(stack, obj)
+            if at is None:
+                continue
+            created = parse_time(obj["created_at"])
+            queued = plan.deadline == "create" and (
+                report.queue_until is None or created < report.queue_until
+            )
+            overdue = at + bound <= began and at <= began_api
+            waited = queued and created >= began_api and at + bound <= ended_api
+            if overdue or waited:
+                report.find(
+                    report.overran,
+                    obj["id"],
+                    f"ran past its deadline: training session {obj['id']} ({obj.get('display_name')}), made by "
+                    f"{stack.label}, is {short(obj['status'])} after an `up` that "
+                    + (
+                        f"began past its deadline ({rfc3339(at)})"
+                        if overdue
+                        else f"created it and waited past its deadline ({rfc3339(at)})"
+                    ),
+                )
+
+    def audit_recreated(self, plan: Plan, stacks: list[Any], state: dict[str, Any], report: Report) -> None:
+        """Re-created after its deadline: before the destroy phase, a declared session got an object of the
+        stack's key created once an earlier object of that declaration had reached its deadline still active
+        (so stopped at it, or past it), while the stop_after declared was the same for both (not moved)."""
+        if not plan.deadline or report.destroy_began is None:
+            return
+        t = plan.timings
+        slack = timedelta(seconds=t["session_stopping"])
+        for stack in stacks:
+            mine: dict[str, list[dict[str, Any]]] = {}
+            for obj in state["training_sessions"]:
+                if state["created_with"].get(obj["id"]) == stack.digest and self.deadline_of(stack, obj):
+                    if parse_time(obj["created_at"]) < report.destroy_began:
+                        mine.setdefault(obj.get("display_name") or "", []).append(obj)
+            for objects in mine.values():
+                objects.sort(key=lambda o: parse_time(o["created_at"]))
+                for j, later in enumerate(objects):
+                    made = parse_time(later["created_at"])
+                    for earlier in objects[:j]:
+                        at = self.deadline_of(stack, earlier)
+                        assert at is not None
+                        status = short(earlier["status"])
+                        changed = parse_time(earlier["updated_at"])
+                        end = (
+                            None
+                            if active(earlier)
+                            else changed - (slack if status == "STOPPED" else timedelta(0))
+                        )
+                        same = self.declared_at(stack, made) == self.declared_at(
+                            stack, parse_time(earlier["created_at"])
+                        )
+                        if made >= at and (end is None or end >= at) and same:
+                            report.find(
+                                report.recreated,
+                                later["id"],
+                                f"re-created after its deadline: training session {later['id']} "
+                                f"({later.get('display_name')}) was made by {stack.label} at {later['created_at']}, "
+                                f"after {earlier['id']}, made for it too, reached its deadline ({rfc3339(at)}), "
+                                f"with stop_after unchanged ({self.declared_at(stack, made)})",
+                            )
 
     def audit_taken(self, report: Report, stacks: list[Any], state: dict[str, Any] | None = None) -> None:
         """Taken from another owner: an id a stack's state holds whose object another key made (apart from the
@@ -2462,8 +2866,22 @@ class Campaign(CLICampaign):
             if senders is None:
                 continue  # the colleague stopping his own
             related = {ident} | ({obj["model_resources_id"]} if "model_resources_id" in obj else set())
-            if any(start <= at <= end and ident in ids for one in senders for start, end, ids in one.changes):
+            here = self.on_this_machine(report, at)  # the engines' windows are on this machine's clock
+            if any(start <= here <= end for one in senders for start, end in getattr(one, "refreshes", ())):
+                report.find(
+                    report.healthy,
+                    ident,
+                    f"healthy object stopped: {what}, made by {' or '.join(one.label for one in senders)}, was "
+                    f"stopped by it at {r['at']} (HTTP {r['status']}) during a `pulumi refresh`, which stops nothing",
+                )
+                continue
+            if any(
+                start <= here <= end and ident in ids for one in senders for start, end, ids in one.changes
+            ):
                 continue  # that stack's destroy, replacement or removal of it
+            deadlines = [d for one in senders if (d := self.deadline_of(one, obj)) is not None]
+            if deadlines and min(deadlines) <= at:
+                continue  # its deadline had passed (the API's clock): a create's wait or an up stopped it
             if any(short(known[i]["status"]) == "ERROR" for i in related if i in known):
                 continue  # an injected fail-next, on it or on its model resource
             if ident in timed_out:
@@ -2850,6 +3268,8 @@ MUST_BE_ZERO = (
     "key leaks",
     "engine deaths unnoticed",
     "commands still failing after faults cleared",
+    "ran past its deadline",
+    "re-created after its deadline",
 )
 
 
@@ -2889,7 +3309,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=FOCUSES,
         default=None,
         help="put this fault in every cycle, on top of its drawn mix (session-act-then-5xx: session creates "
-        "that act, then get the API's own 500/503)",
+        "that act, then get the API's own 500/503; deadline: a deadline case of a drawn moment in every stand-in "
+        "cycle, deadline-create / deadline-outage / deadline-refresh: at that moment)",
     )
     parser.add_argument("--verbose", action="store_true", help="one line per cycle, findings as they come")
     parser.add_argument("--dry-run", action="store_true", help="print each cycle's plan and run nothing")
@@ -2973,12 +3394,15 @@ def main(argv: list[str] | None = None) -> int:
         "key leaks": sum(len(r.leaks) for r in reports),
         "engine deaths unnoticed": sum(len(r.unnoticed) for r in reports),
         "commands still failing after faults cleared": sum(len(r.still_failing) for r in reports),
+        "ran past its deadline": sum(len(r.overran) for r in reports),
+        "re-created after its deadline": sum(len(r.recreated) for r in reports),
     }
     if args.verbose:
         print(f"wall time: {time.monotonic() - started:.1f} s", file=sys.stderr)
     for which, cycles_of in (
         ("cross-backend", [r.plan for r in reports if r.plan.backends]),
         ("zombie engine", [r.plan for r in reports if r.plan.zombie]),
+        ("deadline", [r.plan for r in reports if r.plan.deadline]),
     ):
         named = ", ".join(f"{p.cycle}{' (CLI)' if p.cli else ''}" for p in cycles_of) or "none"
         print(f"{which} case in cycles: {named} (seed {args.seed})")
@@ -3014,6 +3438,10 @@ def main(argv: list[str] | None = None) -> int:
             ran = sum(r.plan.runner == case and r.kills > 0 for r in runs)
         print(f"{case.name}: {ran}")
     print(f"stragglers that lost their lease: {sum(r.straggler_lost for r in runs)}")
+    print(f"deadline cycles: {sum(r.deadline_ran for r in reports)}")
+    for moment, words in zip(DEADLINE_MOMENTS, ("a create", "an outage", "a refresh"), strict=True):
+        ran = sum(r.plan.deadline == moment and r.deadline_ran for r in reports)
+        print(f"deadline cycles, during {words}: {ran}")
     print(f"left for the user to decide: {sum(len(r.left) for r in reports)}")
     print(f"taken, indistinguishable from the stack's own: {sum(len(r.unprovable) for r in reports)}")
     print(f"commands run after faults cleared: {sum(r.cleared_commands for r in reports)}")

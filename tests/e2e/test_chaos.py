@@ -25,12 +25,20 @@ tree SIGKILLed, its folders deleted), then the next runner's up; GitHub's cancel
 SIGKILL 2.5 s after that) while the model resource waits for READY, then the next runner's up; two runners of one
 stack, the first frozen past its lease while the second takes its create over, then woken (a straggler).
 
+Seed 49, cycle 0, a deadline case (`--focus deadline`): both sessions declare `stop_after`, a time 10 s ahead; once
+they run, every endpoint answers 503 from before it until 2 s after it, an `up` runs meanwhile, then the up phase
+again: the sessions must be stopped, nothing duplicated. (The create and refresh cases run in `make chaos` and with
+`--focus deadline-create` / `deadline-refresh`: the refresh case, seed 49 cycle 1, would double the test's time.)
+
 Every cycle ends with its cleared phase (each stack's `up` and `destroy` with every fault cleared, no command of the
 user's between them): none of those commands may fail (`commands still failing after faults cleared`).
 
 None of the slow faults (an unanswered create's 60 s settle window, an ignored stop's 15 s re-stop): about a
 minute and a half on 2 idle cores before the cleared phase; 6.5 minutes with it, the three tests in turn, measured
-on 2 cores shared with other test runs (load average about 27).
+on 2 cores shared with other test runs (load average about 27). The deadline test: 28-32 s on 2 cores shared with other
+test runs (load average about 5), about 10 s of it CPU and at most about 12 s waiting for this machine's clock (the
+deadline, 10 s after the sessions are declared, and the outage's 2 s tail: a diff judges on this machine's clock,
+which the campaign cannot move).
 """
 
 from __future__ import annotations
@@ -55,6 +63,8 @@ MUST_BE_ZERO = (
     "key leaks",
     "engine deaths unnoticed",
     "commands still failing after faults cleared",
+    "ran past its deadline",
+    "re-created after its deadline",
 )
 
 
@@ -70,7 +80,9 @@ def _campaign(*args: str, timeout: float = 360) -> tuple[dict[str, int], str]:
         check=False,
     )
     report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    figures = {name: int(value) for name, value in re.findall(r"^([a-z -]+): (\d+)$", result.stdout, re.M)}
+    figures = {
+        name: int(value) for name, value in re.findall(r"^([a-z ,'/0-9-]+): (\d+)$", result.stdout, re.M)
+    }
     assert figures.get("faults injected", 0) > 0, report
     assert {name: figures.get(name) for name in MUST_BE_ZERO} == dict.fromkeys(MUST_BE_ZERO, 0), report
     assert result.returncode == 0, report
@@ -130,4 +142,23 @@ def test_runners_thrown_away_cancelled_or_running_one_stack_twice_leave_nothing_
         "runners cancelled mid-create": 1,
         "two runners of one stack": 1,
         "stragglers that lost their lease": 1,
+    }, f"{ran}\n{report}"
+
+
+def test_a_deadline_passing_during_an_outage_gets_what_runs_stopped_by_the_next_up_duplicating_nothing():
+    figures, report = _campaign("--seed", "49", "--cycles", "1", "--focus", "deadline")
+
+    assert figures["cycles"] == 1, report
+    ran = {
+        name: figures[name]
+        for name in (
+            "deadline cycles",
+            "deadline cycles, during an outage",
+            "deadline cycles, during a refresh",
+        )
+    }
+    assert ran == {
+        "deadline cycles": 1,
+        "deadline cycles, during an outage": 1,
+        "deadline cycles, during a refresh": 0,
     }, f"{ran}\n{report}"
