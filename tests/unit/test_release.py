@@ -38,6 +38,12 @@ def test_the_version_is_the_same_everywhere_a_release_writes_it():
         )["version"],
         "sdk/nodejs/package.json": node["version"],
         "sdk/nodejs/package.json pulumi": node["pulumi"]["version"],
+        "sdk/go pulumi-plugin.json": json.loads(_read("sdk/go/togetherrl/pulumi-plugin.json"))["version"],
+        "sdk/java/build.gradle": re.search(r'^\s*\? "([^"]+)"$', _read("sdk/java/build.gradle"), re.M).group(1),
+        "sdk/dotnet pulumi-plugin.json": json.loads(_read("sdk/dotnet/pulumi-plugin.json"))["version"],
+        "sdk/dotnet csproj": re.search(
+            r"<Version>([^<]+)</Version>", _read("sdk/dotnet/PulumiTogetherRl.TogetherRl.csproj")
+        ).group(1),
         "the gitops example's policy pack": yaml.safe_load(_read("examples/gitops/policy/PulumiPolicy.yaml"))[
             "version"
         ],
@@ -61,6 +67,8 @@ def test_the_repository_is_the_same_everywhere_and_no_placeholder_is_left():
         == plugin_download_url()
     )
     assert json.loads(_read("sdk/nodejs/package.json"))["pulumi"]["server"] == plugin_download_url()
+    for sdk in ("sdk/go/togetherrl", "sdk/dotnet"):
+        assert json.loads(_read(f"{sdk}/pulumi-plugin.json"))["server"] == plugin_download_url(), sdk
     pages = [
         "README.md",
         "CHANGELOG.md",
@@ -129,6 +137,12 @@ def _set_json(path: Path, field: str, value: str) -> None:
         ("sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json", "version"),
         ("sdk/nodejs/package.json", "version"),
         ("sdk/nodejs/package.json", "pulumi.version"),
+        ("sdk/go/togetherrl/pulumi-plugin.json", "version"),
+        ("sdk/go/togetherrl/internal/pulumiUtilities.go", "semver.MustParse"),
+        ("sdk/java/build.gradle", "version"),
+        ("sdk/dotnet/pulumi-plugin.json", "version"),
+        ("sdk/dotnet/version.txt", "version"),
+        ("sdk/dotnet/PulumiTogetherRl.TogetherRl.csproj", "Version"),
     ],
 )
 def test_dist_refuses_sdks_of_another_version_in_one_sentence(tmp_path, relative, field):
@@ -141,8 +155,12 @@ def test_dist_refuses_sdks_of_another_version_in_one_sentence(tmp_path, relative
         text = path.read_text()
         assert text.count(f'VERSION = "{__version__}"') == 1
         path.write_text(text.replace(f'VERSION = "{__version__}"', 'VERSION = "0.0.9"'))
-    else:
+    elif relative.endswith(".json"):
         _set_json(path, field, "0.0.9")
+    else:  # the version is the only one these files say (the Go SDK's twice: for resources and invokes)
+        text = path.read_text()
+        assert __version__ in text
+        path.write_text(text.replace(__version__, "0.0.9"))
     with pytest.raises(SystemExit) as refused:
         dist.check_versions(__version__, root)
 
