@@ -39,7 +39,7 @@ def test_the_version_is_the_same_everywhere_a_release_writes_it():
         "sdk/nodejs/package.json": node["version"],
         "sdk/nodejs/package.json pulumi": node["pulumi"]["version"],
         "sdk/go pulumi-plugin.json": json.loads(_read("sdk/go/togetherrl/pulumi-plugin.json"))["version"],
-        "sdk/java/build.gradle": re.search(r'^\s*\? "([^"]+)"$', _read("sdk/java/build.gradle"), re.M).group(1),
+        "sdk/java/build.gradle": re.findall(r'^\s*\? "([^"]+)"$', _read("sdk/java/build.gradle"), re.M)[0],
         "sdk/dotnet pulumi-plugin.json": json.loads(_read("sdk/dotnet/pulumi-plugin.json"))["version"],
         "sdk/dotnet csproj": re.search(
             r"<Version>([^<]+)</Version>", _read("sdk/dotnet/PulumiTogetherRl.TogetherRl.csproj")
