@@ -50,8 +50,8 @@ JAVA_PULUMI_VERSION = "1.36.1"
 release tier compiles sdk/java against it)."""
 
 CSHARP_ROOT_NAMESPACE = "PulumiTogetherRl"
-"""The generated .NET SDK's root namespace and NuGet package prefix. Not the default ``Pulumi``: the NuGet prefix
-``Pulumi.`` is reserved for Pulumi's own packages."""
+"""The generated .NET SDK's root namespace and NuGet package prefix (``PulumiTogetherRl.TogetherRl``). Not the
+default ``Pulumi``, which would give ``Pulumi.TogetherRl``: NuGet's ``Pulumi.`` prefix is Pulumi's own."""
 
 DISTRIBUTION = "pulumi-together-rl"
 """This package's distribution: its metadata names the project's repository (pyproject.toml's [project.urls])."""
