@@ -15,7 +15,7 @@ current schema, and they work the way users consume them.
 - The .NET SDK is only generated (and held up to date above): NuGet, where its dependencies are, is not
   reachable from these machines (docs/plugin.md).
 
-A tool that cannot be had here (Go for the generator, uv, npm, the npm registry) skips its test with the reason,
+A tool that cannot be had here (Go, uv, npm, Maven and a JDK, their registries) skips its test with the reason,
 or fails it where TOGETHER_RL_REQUIRE_CLI=1 (CI), as for the CLI tests.
 """
 
