@@ -179,3 +179,29 @@ def test_dist_refuses_sdks_that_carry_no_version(tmp_path):
     assert "sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json version is missing" in str(
         refused.value.code
     )
+
+
+def test_the_release_workflow_carries_every_sdk_after_the_github_release():
+    """Each SDK's artifact is published by a job of its own, after the GitHub release its `server` names (which
+    uploads every file of dist/), and the release is marked latest only after every publishing job; the channels
+    that need credentials the repository may not have (Maven Central, NuGet) are opt-in, never failed."""
+    workflow = yaml.safe_load(_read(".github/workflows/release.yml"))
+    jobs = workflow["jobs"]
+    scripts = {
+        name: "\n".join(step.get("run", "") for step in job.get("steps", [])) for name, job in jobs.items()
+    }
+    assert "dist/*" in scripts["github-release"]
+    carried = {
+        "pypi-sdk": "dist/pulumi_together_rl_sdk-",
+        "npm": "dist/pulumi-together-rl-sdk-",
+        "go-tag": "refs/tags/sdk/go/",
+        "maven": "dist/pulumi-together-rl-sdk-java-",
+        "nuget": "dist/pulumi-together-rl-sdk-dotnet-",
+    }
+    for job, artifact in carried.items():
+        assert artifact in scripts[job], job
+        assert jobs[job]["needs"] == "github-release", job
+    assert jobs["maven"]["if"] == "vars.PUBLISH_JAVA == 'true'"
+    assert jobs["nuget"]["if"] == "vars.PUBLISH_DOTNET == 'true'"
+    assert set(jobs["latest"]["needs"]) == set(carried)
+    assert jobs["latest"]["if"] == "${{ !failure() && !cancelled() }}"
