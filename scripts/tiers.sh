@@ -67,12 +67,14 @@ fi
 ahead_log="$(mktemp)"
 ahead_sdks="$(mktemp -d)"
 (
-    nice -n 19 bash scripts/fake-gcs-server.sh >/dev/null
-    gcs=$?
-    nice -n 19 bash scripts/azurite.sh >/dev/null || exit
-    nice -n 19 bash scripts/gen-sdk.sh --out "$ahead_sdks" || exit
-    nice -n 19 "${UV[@]}" run --frozen python -m harness.sdk_builds warm || exit
-    exit "$gcs"
+    # Each runs whatever the others did; the status is the first failure's.
+    failed=0
+    step() { "$@" || { rc=$?; [ "$failed" -ne 0 ] || failed=$rc; }; }
+    step nice -n 19 bash scripts/fake-gcs-server.sh >/dev/null
+    step nice -n 19 bash scripts/azurite.sh >/dev/null
+    step nice -n 19 bash scripts/gen-sdk.sh --out "$ahead_sdks"
+    step nice -n 19 "${UV[@]}" run --frozen python -m harness.sdk_builds warm
+    exit "$failed"
 ) 2>"$ahead_log" &
 ahead=$!
 
