@@ -14,9 +14,9 @@
 #   - gen-sdk (scripts/pulumi-cli/gen-sdk): Python, Node.js and Go, pkg/v3 at the pinned CLI's version
 #     (scripts/pulumi-cli/go.mod);
 #   - gen-sdk-java (scripts/gen-sdk-java): pulumi-java's generator (its version: that go.mod), beside that pkg/v3;
-#   - gen-sdk-dotnet (scripts/gen-sdk-dotnet): pulumi-dotnet's generator at its own pkg/v3 (that go.mod).
+#   - gen-sdk-dotnet (scripts/gen-sdk-dotnet): pulumi-dotnet's generator (its version: that go.mod), beside it too.
 # From a cold Go build cache that is minutes on 2 cores (2-3 for gen-sdk under one once scripts/pulumi-cli.sh has
-# built the CLI, about 15 s and 1 minute for the other two with it warm); each is rebuilt when its source, go.mod
+# built the CLI, 15 s to 1 minute for each of the other two with it warm); each is rebuilt when its source, go.mod
 # or go.sum changes. It writes the schema with the repository's venv (pulumi_together_rl.plugin.package_schema),
 # runs the commands, and completes the Go SDK's go.mod and go.sum with `go mod tidy` (the Go module proxy).
 #
@@ -76,8 +76,8 @@ build_tool() {
     echo "$tool"
 }
 
-# Python, Node.js and Go: pkg/v3's generators at the pinned CLI's version. Java: pulumi-java's, beside that pkg/v3.
-# .NET: pulumi-dotnet's, at its own pkg/v3 (it does not build against the CLI's). Each module's go.mod says why.
+# Python, Node.js and Go: pkg/v3's generators at the pinned CLI's version. Java and .NET: pulumi-java's and
+# pulumi-dotnet's, each in a module of its own beside that pkg/v3 (each module's go.mod says why).
 TOOL="$(build_tool gen-sdk "$HERE/pulumi-cli" gen-sdk)"
 JAVA_TOOL="$(build_tool gen-sdk-java "$HERE/gen-sdk-java" .)"
 DOTNET_TOOL="$(build_tool gen-sdk-dotnet "$HERE/gen-sdk-dotnet" .)"

@@ -1,12 +1,13 @@
-// Command gen-sdk-dotnet writes the .NET SDK of a Pulumi package schema, as `pulumi package gen-sdk --language java`
-// does. scripts/gen-sdk.sh builds it into the cache and runs it to make the checked-in sdk/java.
+// Command gen-sdk-dotnet writes the .NET SDK of a Pulumi package schema, as `pulumi package gen-sdk --language
+// dotnet` does. scripts/gen-sdk.sh builds it into the cache and runs it to make the checked-in sdk/dotnet.
 //
-// Why a module of its own: the .NET generator is not part of pkg/v3 but of pulumi-dotnet
-// (github.com/pulumi/pulumi-dotnet/pulumi-language-dotnet/v3/codegen, the code of pulumi-language-dotnet), and
-// it does not compile against the pinned CLI's pkg/v3 (v3.274.1 removed a package it imports), so it builds at
-// its own pins (go.mod). The language host itself cannot be had as a plugin here, so this command calls the
-// generator directly. It binds the schema with validation, as the CLI does before handing it to a host, and
-// writes what the generator returns, as the host does.
+// The .NET generator is not part of pkg/v3 but of pulumi-dotnet
+// (github.com/pulumi/pulumi-dotnet/pulumi-language-dotnet/v3/codegen, the code of pulumi-language-dotnet), and the
+// language host itself cannot be had as a plugin here, so this command calls the generator directly, beside the
+// pinned CLI's pkg/v3 (v3.274.1, as in ../pulumi-cli/go.mod). A module of its own, as the Java generator's is:
+// each generator's dependencies stay its own, and moving one never moves the other. It binds the schema with
+// validation, as the CLI does before handing it to a host, and writes what the generator returns, as the host
+// does.
 //
 //	gen-sdk-dotnet --schema schema.json --logo FILE --out DIR
 //
