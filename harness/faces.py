@@ -55,6 +55,7 @@ DYNAMIC = Face(
         "sweep": ROOT / "examples" / "sweep",
         "on-demand": ROOT / "examples" / "on-demand",
         "secret-names": PROJECTS / "secret-names",
+        "deadline": PROJECTS / "deadline",
     },
 )
 
@@ -68,6 +69,7 @@ PLUGIN = Face(
         "yaml": ROOT / "examples" / "yaml",
         "on-demand": PROJECTS / "on-demand-yaml",
         "secret-names": PROJECTS / "secret-names-yaml",
+        "deadline": PROJECTS / "deadline-yaml",
     },
     needs_yaml_host=True,
     camel_case=True,

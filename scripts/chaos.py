@@ -153,7 +153,10 @@ phase's ``up``, plus, for the "taken" audit, the end of every ``up`` command of 
   that stack's own key. The user could not tell it apart from the look-alikes either; it still bills until the
   user decides (``python -m pulumi_together_rl orphans`` lists it). A stack's model resource whose destroy is
   refused because such a session is attached to it (the provider never stops sessions it does not manage)
-  waits for that decision too and is counted here, not as billed. So is an object such an error named on the
+  waits for that decision too and is counted here, not as billed. The user makes it when a ``destroy`` try
+  fails so: the error names the attached sessions and says to stop them first; the user asks the team, nobody
+  claims the one the stack's own key made (the colleague claims and stops his own), and the user stops it with
+  the stack's key before the next try (not a healthy object stopped: it was left for the user to decide). So is an object such an error named on the
   stack's last try (no try was left for the user to dismiss it) while the create journal still records that
   declaration's unanswered create: ``journal list`` shows it, and the next ``up`` asks the same question.
   Counted once per object.
@@ -396,6 +399,7 @@ RUNNER_CASES = (
 """Runner cycle N is case ``N % 3`` (so that ``--first-cycle N --cycles 0 --runner-cycles 1`` replays it)."""
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 DISMISS = re.compile(r"journal dismiss\s+([0-9a-f]+)")
+ATTACHED = re.compile(r"training sessions that this stack does not manage are attached: (.*?) \(made outside")
 CANDIDATES = re.compile(
     r"match(?:es)? it \((.*?)\), (?:but another create|but the API itself answered|so none can be proven)",
     re.S,
@@ -962,6 +966,7 @@ class Report:
     healthy: set[str] = dataclasses.field(default_factory=set)
     left: set[str] = dataclasses.field(default_factory=set)
     left_named: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # (digest of the stack, id)
+    user_stopped: set[str] = dataclasses.field(default_factory=set)  # of those, what the user then stopped
     named: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)  # (digest, stack tag, id)
     unprovable: set[str] = dataclasses.field(default_factory=set)
     # Commands begun once every fault had been cleared (the destroy phase's last try, the cleared phase's up
@@ -1851,9 +1856,56 @@ class Campaign(CLICampaign):
                 self.disarm_once(report)
                 if colleague is not None:
                     colleague.stop_sessions()  # his training is over, at the latest now
-            if self.command(report, stack, "destroy", lambda errs: stack.engine.destroy())[0]:
+            ok, errors = self.command(report, stack, "destroy", lambda errs: stack.engine.destroy())
+            if ok:
                 return True
+            self.user_decides(report, stack, errors)
         return False
+
+    def user_decides(self, report: Report, stack: Any, errors: Iterable[str]) -> None:
+        """The user reads a failed ``destroy``: where the API refused to stop the stack's model resource because
+        sessions the stack does not manage are attached, and one of them is a session left for the user to decide
+        (an error named it among look-alikes of the stack's own interrupted create, and the user then dismissed
+        that create's journal entry), the user asks the team whose it is. Nobody claims the one the stack's own key
+        made (the campaign knows who made what; the colleague claims his own and stops them himself), so the user
+        stops it, as the error says, with the stack's key, and waits until it holds nothing. A user who followed
+        the error's advice: the cleared phase then shows whether anything else still wedges the stack."""
+        named = {
+            i for text in errors for found in ATTACHED.finditer(text) for i in UUID.findall(found.group(1))
+        }
+        if not named:
+            return
+        state = self.control.state()
+        theirs = {
+            ident
+            for ident in named
+            if (stack.digest, ident) in report.left_named and state["created_with"].get(ident) == stack.digest
+        }
+        if not theirs:
+            return
+        with report.lock:
+            report.user_stopped |= theirs
+        deadline = time.monotonic() + 15
+        pending, sent = set(theirs), set()
+        with TogetherRL(api_key=stack.key, base_url=self.server.base_url) as client:
+            while pending and time.monotonic() < deadline:
+                for ident in sorted(pending):
+                    try:
+                        if ident in sent:
+                            session = client.get_training_session(ident)
+                        else:
+                            session = client.stop_training_session(ident)
+                            sent.add(ident)
+                    except Exception:  # a fault still armed: the user tries again
+                        continue
+                    if short(str(session.status)) not in ("CREATING", "RUNNING", "STOPPING"):
+                        pending.discard(ident)
+                time.sleep(0.2)
+        with report.lock:
+            report.notes.append(
+                f"{stack.label}: the user stopped {', '.join(sorted(theirs))}, left for them to decide and "
+                "claimed by nobody, as the destroy's error said"
+            )
 
     # ---------------------------------------------------------------------------------------- one cycle
 
@@ -2416,6 +2468,8 @@ class Campaign(CLICampaign):
                 continue  # an injected fail-next, on it or on its model resource
             if ident in timed_out:
                 continue  # the create-timeout fault
+            if ident in report.user_stopped:
+                continue  # left for the user to decide, and the user stopped it
             if any(when <= at and i in related for when, i in out_of_band):
                 continue  # it, or its model resource, was stopped out of band before
             report.find(

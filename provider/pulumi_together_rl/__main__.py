@@ -2,7 +2,8 @@
 
 ``orphans`` (:mod:`pulumi_together_rl.orphans`): list, and with ``--stop`` stop, the active model resources
 and training sessions of the API key's user that no Pulumi stack holds (by default, every stack of the logged-in
-backend). ``policy-pack <folder>``
+backend). ``reap`` (:mod:`pulumi_together_rl.orphans.reap`): stop what the stacks hold past its declared
+deadline (``stop_after``), with no ``pulumi up``. ``policy-pack <folder>``
 (:mod:`pulumi_together_rl.policy.folder`): write the policy-pack folder that ``pulumi preview --policy-pack``
 takes. ``plugin schema|path``: the plugin face's package schema, or its folder. ``recover --stack S``
 (:mod:`pulumi_together_rl.ownership.recovery`): what a killed ``pulumi up`` left in a stack, cleared. This module only parses the arguments; the logic and its documentation live in those modules.
@@ -43,50 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
             "state read holds any Together object)."
         ),
     )
-    sources = sub.add_argument_group("stack states (default: every stack of the logged-in backend)")
-    sources.add_argument(
-        "--state",
-        action="append",
-        metavar="FILE",
-        help="only this `pulumi stack export` JSON file (- for standard input); repeatable. Objects of the "
-        "stacks not given look orphaned (a warning says so)",
-    )
-    sources.add_argument(
-        "--stack",
-        action="append",
-        metavar="NAME",
-        help="only this stack, exported with the Pulumi CLI on PATH (`pulumi stack export --stack NAME`); "
-        "repeatable",
-    )
-    sources.add_argument(
-        "--all-stacks",
-        action="store_true",
-        help="every stack of the logged-in backend, all projects (`pulumi stack ls --all`): the default; with "
-        "--state / --stack, those are read too",
-    )
-    sources.add_argument(
-        "--cwd",
-        metavar="DIR",
-        help="the folder the Pulumi CLI runs in; the together:apiKey / together:baseUrl of its project's stacks "
-        "are read (default: here)",
-    )
-    sources.add_argument(
+    _sources(sub).add_argument(
         "--none",
         action="store_true",
         help="read no stack: no stack holds anything, on purpose, and every active object is an orphan",
-    )
-    api = sub.add_argument_group("Together API")
-    api.add_argument(
-        "--api-key",
-        metavar="KEY",
-        help="the API key for every stack (default: each stack's together:apiKey, else $TOGETHER_API_KEY; "
-        "prefer those: a flag shows in process lists)",
-    )
-    api.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="the API's base URL for every stack (default: each stack's together:baseUrl, else "
-        "$TOGETHER_BASE_URL, else https://api.together.ai)",
     )
     what = sub.add_argument_group("what to do")
     what.add_argument(
@@ -135,6 +96,42 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {orphans.DEFAULT_STOP_TIMEOUT:g})",
     )
     sub.set_defaults(handler=_orphans, parser=sub)
+    reap = commands.add_parser(
+        "reap",
+        help="stop the objects the stacks hold past their declared deadline (stop_after), with no `pulumi up`",
+        description=(
+            "Read the stack states (by default every stack of the logged-in Pulumi backend) and stop each model "
+            "resource and training session a state holds whose deadline (stop_at, from stop_after) has passed on "
+            "the API's clock: only an id a state holds, never what a live create may hold, never what another "
+            "stack read holds with no deadline or a later one, sessions first, never forced (a model resource "
+            "that sessions not past their own deadline run on is left running). A dry run unless --stop is "
+            "given; --stop asks first. The next `pulumi up` records the object stopped and does not re-create "
+            "it. See docs/cost.md."
+        ),
+        epilog=(
+            "Keys and base URLs as for `orphans`. Exit status: 0 done (a dry run; every chosen object stopped; or "
+            "the stop not confirmed), 1 an error or a stop that failed, 2 bad usage, 4 --stop refused and nothing "
+            "was stopped (no terminal to ask and no --yes)."
+        ),
+    )
+    _sources(reap)
+    reaping = reap.add_argument_group("what to do")
+    reaping.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the objects marked `--stop stops it` (sessions first, never forced), after listing them and "
+        "asking",
+    )
+    reaping.add_argument("--yes", action="store_true", help="with --stop: do not ask (for cron and CI)")
+    reaping.add_argument(
+        "--timeout",
+        type=float,
+        default=orphans.DEFAULT_STOP_TIMEOUT,
+        metavar="SECONDS",
+        help="with --stop: how long a model resource waits for its stopping sessions to end "
+        f"(default {orphans.DEFAULT_STOP_TIMEOUT:g})",
+    )
+    reap.set_defaults(handler=_reap, parser=reap, none=False)
     entries = commands.add_parser(
         "journal",
         help="list the create journal's entries, dismiss one an ambiguous take-over named, or drop entries",
@@ -225,6 +222,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _sources(sub: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The stack states to read and the API to use: the same for ``orphans`` and ``reap``; the states' group."""
+    sources = sub.add_argument_group("stack states (default: every stack of the logged-in backend)")
+    sources.add_argument(
+        "--state",
+        action="append",
+        metavar="FILE",
+        help="only this `pulumi stack export` JSON file (- for standard input); repeatable. The stacks not "
+        "given are not read (a warning says so: to `orphans`, their objects look orphaned)",
+    )
+    sources.add_argument(
+        "--stack",
+        action="append",
+        metavar="NAME",
+        help="only this stack, exported with the Pulumi CLI on PATH (`pulumi stack export --stack NAME`); "
+        "repeatable",
+    )
+    sources.add_argument(
+        "--all-stacks",
+        action="store_true",
+        help="every stack of the logged-in backend, all projects (`pulumi stack ls --all`): the default; with "
+        "--state / --stack, those are read too",
+    )
+    sources.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="the folder the Pulumi CLI runs in; the together:apiKey / together:baseUrl of its project's stacks "
+        "are read (default: here)",
+    )
+    api = sub.add_argument_group("Together API")
+    api.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="the API key for every stack (default: each stack's together:apiKey, else $TOGETHER_API_KEY; "
+        "prefer those: a flag shows in process lists)",
+    )
+    api.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the API's base URL for every stack (default: each stack's together:baseUrl, else "
+        "$TOGETHER_BASE_URL, else https://api.together.ai)",
+    )
+    return sources
+
+
 def _plugin(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -259,6 +301,20 @@ def _orphans(args: argparse.Namespace) -> int:
     if args.yes and not args.stop:
         args.parser.error("--yes answers the prompt of --stop; pass --stop with it.")
     return orphans.run(args)
+
+
+def _reap(args: argparse.Namespace) -> int:
+    from .orphans import reap_command
+
+    if args.timeout < 0:
+        args.parser.error("--timeout must be 0 or more.")
+    if args.cwd and args.state and not (args.stack or args.all_stacks):
+        args.parser.error(
+            "--cwd is the folder the Pulumi CLI runs in; it means nothing with only --state files."
+        )
+    if args.yes and not args.stop:
+        args.parser.error("--yes answers the prompt of --stop; pass --stop with it.")
+    return reap_command.run(args)
 
 
 def _journal(args: argparse.Namespace) -> int:

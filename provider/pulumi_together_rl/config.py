@@ -9,7 +9,11 @@ API key             ``together:apiKey`` (secret)  ``TOGETHER_API_KEY``
 base URL            ``together:baseUrl``          ``TOGETHER_BASE_URL``
 poll interval (s)   ``together:pollInterval``     ``TOGETHER_RL_POLL_INTERVAL``
 journal URL         ``together:journalUrl``       ``TOGETHER_RL_JOURNAL_URL`` (first)
+account cap ($/h)   ``together:maxAccountPricePerHour``  (none)
 ==================  ===========================  =============================
+
+The account cap (:mod:`.resources.spend`) has no environment variable: it is a decision of the stack's, reviewed
+with its config.
 
 The journal URL is the one setting whose environment variable wins over the stack config: where the create
 journal lives is a property of the machines and the team (:mod:`.ownership.location`), and a CI job sets it once
@@ -58,7 +62,14 @@ CONFIG_API_KEY = "together:apiKey"
 CONFIG_BASE_URL = "together:baseUrl"
 CONFIG_POLL_INTERVAL = "together:pollInterval"
 CONFIG_JOURNAL_URL = "together:journalUrl"
-SETTINGS = (CONFIG_API_KEY, CONFIG_BASE_URL, CONFIG_POLL_INTERVAL, CONFIG_JOURNAL_URL)
+CONFIG_MAX_ACCOUNT_PRICE = "together:maxAccountPricePerHour"
+SETTINGS = (
+    CONFIG_API_KEY,
+    CONFIG_BASE_URL,
+    CONFIG_POLL_INTERVAL,
+    CONFIG_JOURNAL_URL,
+    CONFIG_MAX_ACCOUNT_PRICE,
+)
 """Every stack config key the provider reads."""
 ENV_API_KEY = "TOGETHER_API_KEY"
 ENV_BASE_URL = "TOGETHER_BASE_URL"
@@ -98,6 +109,9 @@ class Settings:
     journal_url: str | None = None
     """The stack config's create journal URL (``together:journalUrl``), None when unset
     (:mod:`.ownership.location` decides where the journal is)."""
+    max_account_price_per_hour: Any = None
+    """The stack config's cap on the account's estimated $/h after a change (``together:maxAccountPricePerHour``)
+    as given, None when unset: :func:`.resources.spend.cap_setting` judges it."""
 
 
 _lock = threading.Lock()
@@ -108,8 +122,8 @@ _warned_poll_interval = False  # a bad poll interval is reported once per proces
 def configure(config: Any) -> None:
     """Record the stack config handed to ``ResourceProvider.configure``.
 
-    ``config`` is a ``pulumi.dynamic.Config`` (or any object with ``get(key)``, such as a dict). Only the three
-    ``together:*`` keys are kept; empty values count as unset.
+    ``config`` is a ``pulumi.dynamic.Config`` (or any object with ``get(key)``, such as a dict). Only the
+    ``together:*`` keys of :data:`SETTINGS` are kept; empty values count as unset.
     """
     values: dict[str, Any] = {}
     for key in SETTINGS:
@@ -174,6 +188,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         api_key_from=api_key_from,
         base_url_from=base_url_from,
         journal_url=str(configured[CONFIG_JOURNAL_URL]) if configured.get(CONFIG_JOURNAL_URL) else None,
+        max_account_price_per_hour=configured.get(CONFIG_MAX_ACCOUNT_PRICE),
     )
 
 

@@ -61,6 +61,11 @@ PLUGIN = Face(
 
 FACES = (DYNAMIC, PLUGIN)
 
+SETTINGS = ("apiKey", "baseUrl", "pollInterval", "journalUrl", "maxAccountPricePerHour")
+"""Every provider setting, by its name in either face's config namespace (``together:maxAccountPricePerHour``,
+``together-rl:maxAccountPricePerHour``): :mod:`.config` reads the dynamic face's keys, the plugin's schema
+describes its own, and a test holds the three equal."""
+
 KIND_OF_TYPE = {token: kind for face in FACES for kind, token in face.types.items()}
 """Every type token of ours -> its kind."""
 

@@ -73,6 +73,12 @@ namespace PulumiTogetherRl.TogetherRl
         public Input<string>? JournalUrl { get; set; }
 
         /// <summary>
+        /// A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+        /// </summary>
+        [Input("maxAccountPricePerHour", json: true)]
+        public Input<double>? MaxAccountPricePerHour { get; set; }
+
+        /// <summary>
         /// The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
         /// </summary>
         [Input("pollInterval", json: true)]

@@ -37,6 +37,7 @@ export class Provider extends pulumi.ProviderResource {
             resourceInputs["apiKey"] = args?.apiKey ? pulumi.secret(args.apiKey) : undefined;
             resourceInputs["baseUrl"] = args?.baseUrl;
             resourceInputs["journalUrl"] = args?.journalUrl;
+            resourceInputs["maxAccountPricePerHour"] = pulumi.output(args?.maxAccountPricePerHour).apply(JSON.stringify);
             resourceInputs["pollInterval"] = pulumi.output(args?.pollInterval).apply(JSON.stringify);
         }
         opts = pulumi.mergeOptions(utilities.resourceOptsDefaults(), opts);
@@ -60,6 +61,10 @@ export interface ProviderArgs {
      * Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
      */
     journalUrl?: pulumi.Input<string | undefined>;
+    /**
+     * A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+     */
+    maxAccountPricePerHour?: pulumi.Input<number | undefined>;
     /**
      * The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
      */

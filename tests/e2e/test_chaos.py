@@ -58,7 +58,7 @@ MUST_BE_ZERO = (
 )
 
 
-def _campaign(*args: str, timeout: float = 240) -> tuple[dict[str, int], str]:
+def _campaign(*args: str, timeout: float = 360) -> tuple[dict[str, int], str]:
     """Run scripts/chaos.py with ``args``: (its figures, what it printed); fails unless every must-be-zero figure
     is 0 and it exited 0."""
     result = subprocess.run(

@@ -275,7 +275,7 @@ def _secrets(job: dict[str, Any]) -> set[str]:
     return set(re.findall(r"\$\{\{\s*secrets\.(\w+)\s*\}\}", yaml.safe_dump(job)))
 
 
-@pytest.mark.parametrize("name", ["pulumi.yml", "orphans.yml"])
+@pytest.mark.parametrize("name", ["pulumi.yml", "orphans.yml", "reap.yml"])
 def test_gitops_workflows_read_only_by_default_and_no_checkout_keeps_its_token(name):
     workflow = _workflow(name)
     assert workflow["permissions"] == {"contents": "read"}
@@ -333,6 +333,9 @@ def test_gitops_secrets_are_environment_secrets_and_pull_requests_reach_only_the
     orphans = _workflow("orphans.yml")["jobs"]["orphans"]
     assert orphans["environment"] == "orphans-${{ matrix.key }}"
     assert _secrets(orphans) == bucket | {"TOGETHER_API_KEY"}
+    reap = _workflow("reap.yml")["jobs"]["reap"]
+    assert reap["environment"] == "reap-${{ matrix.stack }}"
+    assert _secrets(reap) == bucket | {"TOGETHER_API_KEY"}
 
     # Both the workflow and the README say so, and say how to keep dev and production to main.
     header = (WORKFLOWS / "pulumi.yml").read_text().split("\nname:")[0]
@@ -350,7 +353,7 @@ def test_gitops_keeps_state_and_journal_in_one_bucket_queues_deploys_and_reports
     workflow = _workflow("pulumi.yml")
     # The backend is a variable every step sees; the journal needs no setting: it goes beside the state.
     assert workflow["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}"
-    text = (WORKFLOWS / "pulumi.yml").read_text() + (WORKFLOWS / "orphans.yml").read_text()
+    text = "".join((WORKFLOWS / name).read_text() for name in ("pulumi.yml", "orphans.yml", "reap.yml"))
     assert "TOGETHER_RL_JOURNAL_URL" not in text and "journalUrl" not in text
     assert "PULUMI_ACCESS_TOKEN" not in text  # no Pulumi Cloud: the state is in the bucket
     bucket = "s3://acme-pulumi/training?region=eu-west-1"  # the variable's example in the workflow
@@ -377,9 +380,26 @@ def test_gitops_keeps_state_and_journal_in_one_bucket_queues_deploys_and_reports
         assert command[:5] == ["uv", "run", "python", "-m", "pulumi_together_rl"]
         args = build_parser().parse_args(command[5:])
         assert (args.command, args.stack, args.report) == ("recover", stack, True), name
-    # The scheduled orphan finder reads the same bucket: both stacks' state, and the journal beside it.
-    orphans = _workflow("orphans.yml")
-    assert orphans["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}"
+    # The scheduled orphan finder and reap read the same bucket: the stacks' state, and the journal beside it.
+    for name in ("orphans.yml", "reap.yml"):
+        assert _workflow(name)["env"]["PULUMI_BACKEND_URL"] == "${{ vars.PULUMI_BACKEND_URL }}", name
+
+
+def test_the_scheduled_reap_stops_what_each_stack_holds_past_its_deadline_from_main_only():
+    workflow = _workflow("reap.yml")
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert set(triggers) == {"schedule", "workflow_dispatch"} and triggers["schedule"][0]["cron"]
+    job = workflow["jobs"]["reap"]
+    assert job["if"] == "github.ref == 'refs/heads/main'"
+    assert job["strategy"]["matrix"]["stack"] == ["dev", "prod"]
+    steps = {step.get("name"): step for step in job["steps"]}
+    assert steps["Export the stack"]["run"] == 'pulumi stack export --stack "$STACK" > state.json'
+    reap = steps["Stop what is past its deadline"]
+    command = shlex.split(reap["run"])
+    assert command[:5] == ["uv", "run", "python", "-m", "pulumi_together_rl"]
+    args = build_parser().parse_args(command[5:])
+    assert (args.command, args.state, args.stop, args.yes) == ("reap", ["state.json"], True, True)
+    assert reap["env"]["TOGETHER_API_KEY"] == "${{ secrets.TOGETHER_API_KEY }}"
 
 
 def test_gitops_preview_takes_the_policy_settings_from_the_base_branch_and_codeowners_guard_them():

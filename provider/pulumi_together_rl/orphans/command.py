@@ -55,20 +55,15 @@ def run(
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     stdin = stdin or sys.stdin
-    secrets: set[str] = set()
+    scrubbed = Scrubbed()
+    emit = scrubbed.emit
     report = stderr if args.json else stdout
-
-    def emit(stream: IO[str], text: str) -> None:
-        for secret in sorted(secrets, key=len, reverse=True):  # a longer key may contain a shorter one
-            text = errors.redact(text, secret)
-        stream.write(text + "\n")
-        stream.flush()
 
     def note(text: str) -> None:
         emit(stderr, text)
 
     try:
-        gathered = gather(args, note, secrets.add)
+        gathered = gather(args, note, scrubbed.secrets.add)
         states = gathered.states
         held = held_ids(states)
         _report_sources(args, gathered, lambda line: emit(report, line), note)
@@ -120,8 +115,25 @@ def run(
 Emit = Callable[[IO[str], str], None]
 
 
+class Scrubbed:
+    """How these commands write: a line at a time, flushed, scrubbed of every API key read (``secrets``, filled
+    by :func:`.sources.gather` before anything is written)."""
+
+    def __init__(self) -> None:
+        self.secrets: set[str] = set()
+
+    def emit(self, stream: IO[str], text: str) -> None:
+        for secret in sorted(self.secrets, key=len, reverse=True):  # a longer key may contain a shorter one
+            text = errors.redact(text, secret)
+        stream.write(text + "\n")
+        stream.flush()
+
+
 def _journal_entries(
-    gathered: Gathered, say: Callable[[str], None], note: Callable[[str], None]
+    gathered: Gathered,
+    say: Callable[[str], None],
+    note: Callable[[str], None],
+    doing: str = "finding orphans",
 ) -> list[journal.Seen]:
     """The entries of every journal a create of the stacks read may have written to (:func:`.sources.gather`),
     merged: an object any of them names is judged by it. A shared journal that cannot be read stops the command:
@@ -134,7 +146,7 @@ def _journal_entries(
             found += journal.at(read.url).entries(warn=note)
         except journal.Refused as exc:
             raise OrphanError(
-                "finding orphans",
+                doing,
                 "",
                 None,
                 exc.cause,
@@ -279,23 +291,12 @@ def _stop(
             "Check that the right backend and stacks were read; pass --even-if-no-stack-holds-any if none holds "
             "any on purpose (nothing was stopped)",
         )
-    them = "this 1 object" if len(chosen) == 1 else f"these {len(chosen)} objects"
-    price = _price_of(chosen)
-    if args.yes:
-        emit(stderr, f"--yes: stopping {them} ({price}) without asking.")
-    else:
-        if not _is_terminal(stdin):
-            return refuse(
-                "standard input is not a terminal, so there is nobody to confirm the stop",
-                f"Run it in a terminal, or pass --yes to stop the {_count(len(chosen))} marked "
-                "`--stop stops it` above without asking (nothing was stopped)",
-            )
-        stderr.write(f"Stop {them} ({price})? [y/N] ")
-        stderr.flush()
-        answer = stdin.readline()
-        if answer.strip().lower() not in ("y", "yes"):
-            finish(None, "Nothing was stopped: the stop was not confirmed.")
-            return EXIT_OK
+    answer = confirm(args.yes, chosen_words(len(chosen), _price_of(chosen)), emit, stderr, stdin)
+    if answer is None:
+        return refuse(*no_terminal(len(chosen)))
+    if not answer:
+        finish(None, NOT_CONFIRMED)
+        return EXIT_OK
     results: list[StopResult] = []
     for key in dict.fromkeys(id(listed_by[id(o)]) for o in chosen):  # each API's sessions, then resources
         mine = [o for o in chosen if id(listed_by[id(o)]) == key]
@@ -310,6 +311,37 @@ def _stop(
             )
     finish(results, summary(orphans, results, none=args.none, held=len(held), states=len(states)))
     return EXIT_OK if all(r.stopped for r in results) else EXIT_FAILED
+
+
+NOT_CONFIRMED = "Nothing was stopped: the stop was not confirmed."
+
+
+def no_terminal(count: int) -> tuple[str, str]:
+    """(cause, what to do) of a ``--stop`` with no terminal to confirm on and no ``--yes``."""
+    return (
+        "standard input is not a terminal, so there is nobody to confirm the stop",
+        f"Run it in a terminal, or pass --yes to stop the {_count(count)} marked `--stop stops it` above without "
+        "asking (nothing was stopped)",
+    )
+
+
+def chosen_words(count: int, price: str | None = None) -> str:
+    """``this 1 object``, ``these 3 objects (~$33.00/h)``: what the prompt names."""
+    them = "this 1 object" if count == 1 else f"these {count} objects"
+    return f"{them} ({price})" if price else them
+
+
+def confirm(yes: bool, them: str, emit: Emit, stderr: IO[str], stdin: IO[str]) -> bool | None:
+    """The rule of every ``--stop``: ``--yes`` goes ahead (and says so); else a terminal is asked (True: it
+    answered y); else None: nobody to confirm on, refuse."""
+    if yes:
+        emit(stderr, f"--yes: stopping {them} without asking.")
+        return True
+    if not _is_terminal(stdin):
+        return None
+    stderr.write(f"Stop {them}? [y/N] ")
+    stderr.flush()
+    return stdin.readline().strip().lower() in ("y", "yes")
 
 
 def _is_terminal(stream: IO[str]) -> bool:

@@ -267,6 +267,12 @@ CONFIG = {
         "or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the "
         "backend is a bucket, else this machine's folder (docs/journal.md).",
     },
+    "maxAccountPricePerHour": {
+        "type": "number",
+        "description": "A cap on the account's estimated price per hour after a change: the API key's user's "
+        "active model resources plus this preview's new ones. A preview that would take it over the cap fails, "
+        "naming the figures and the largest spenders (docs/cost.md). Unset: no cap.",
+    },
 }
 
 

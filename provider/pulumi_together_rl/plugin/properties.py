@@ -20,6 +20,7 @@ from typing import Any
 
 from pulumi.provider.experimental.property_value import Computed, PropertyValue
 
+from .. import ours
 from ..resources.keys import UNKNOWN_SENTINEL, camel, snake
 from .package_schema import PACKAGE, package_schema
 
@@ -72,7 +73,7 @@ def in_words(text: str) -> str:
     return names().sub(lambda m: camel(m.group(0)), text)
 
 
-_CONFIG = re.compile(r"(?<![\w-])together:(apiKey|baseUrl|pollInterval|journalUrl)\b")
+_CONFIG = re.compile(r"(?<![\w-])together:(" + "|".join(ours.SETTINGS) + r")\b")
 
 
 @functools.cache

@@ -71,8 +71,7 @@ PLAIN_KEY_WARNING = (
     "(it prompts for the key) to encrypt it there"
 )
 
-CONFIG_KEYS = {"apiKey": config.CONFIG_API_KEY, "baseUrl": config.CONFIG_BASE_URL,
-               "pollInterval": config.CONFIG_POLL_INTERVAL, "journalUrl": config.CONFIG_JOURNAL_URL}  # fmt: skip
+CONFIG_KEYS = {name: ours.DYNAMIC.config_key(name) for name in ours.SETTINGS}
 """The plugin's provider config -> the core's settings (the same environment fallbacks follow in
 :func:`~..config.current`)."""
 

@@ -24,6 +24,9 @@ main()
 
 DEFAULT_CONFIG = {
     "together-rl-budget": {"enforcementLevel": "mandatory", "max_price_per_hour": 50},
+    # No cap until one is set: the account is read with the command's TOGETHER_API_KEY, which a stack that keeps
+    # its key in its config does not have (the rule then fails closed).
+    "together-rl-account-budget": {"enforcementLevel": "mandatory"},
     "together-rl-session-caps": {
         "enforcementLevel": "mandatory",
         "lora_sessions": 5,

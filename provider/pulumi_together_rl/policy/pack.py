@@ -108,6 +108,22 @@ def _budget(items: list[rules.Item], config: Mapping[str, Any]) -> list[rules.Vi
     return rules.budget(items, config)
 
 
+def _account_budget(items: list[rules.Item], config: Mapping[str, Any]) -> list[rules.Violation]:
+    # The account is read with the pulumi command's TOGETHER_API_KEY / TOGETHER_BASE_URL (the pack never sees
+    # the stack's secrets), once, and only when there is a cap and a new model resource to judge; its line is
+    # said beside the stack's total.
+    from ..resources import spend
+
+    def account() -> Any:
+        read = spend.account()
+        stack = rules.stack_of(items)
+        if read.unread is None and stack is not None:
+            print(f"{PACK_NAME}: {spend.line(spend.split(read.objects, stack))}", file=sys.stderr, flush=True)
+        return read
+
+    return rules.account_budget(items, config, account)
+
+
 _STACKS = {"type": "array", "items": {"type": "string"}}
 
 
@@ -118,6 +134,13 @@ def policies() -> list[Policy]:
             "The stack's total estimated price per hour is at most the budget (max_price_per_hour).",
             _budget,
             {"max_price_per_hour": {"type": "number", "exclusiveMinimum": 0}},
+        ),
+        _policy(
+            "together-rl-account-budget",
+            "The account's estimated price per hour after this change (the API key's user's active model "
+            "resources plus the new ones) is at most max_account_price_per_hour.",
+            _account_budget,
+            {"max_account_price_per_hour": {"type": "number", "exclusiveMinimum": 0}},
         ),
         _policy(
             "together-rl-session-caps",

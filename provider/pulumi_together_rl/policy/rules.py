@@ -10,7 +10,7 @@ A value unknown at preview is :data:`UNKNOWN`; a rule that needs it says so rath
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -109,6 +109,66 @@ def budget(items: Sequence[Item], config: Mapping[str, Any]) -> list[Violation]:
         return [(f"{price_summary(items)}: the budget {float(limit):.2f} {currency}/h cannot be verified. Give "
                  "the provider an API key at preview (the estimate comes from the API), then preview again", None)]  # fmt: skip
     return []
+
+
+# --------------------------------------------------------------------------------------- account budget
+
+
+def stack_of(items: Sequence[Item]) -> Any:
+    """The stack as its resources' declarations name it (``owner``: ``org/project/stack/name``), None if none
+    does."""
+    from .. import ours
+
+    for item in _of(items, MODEL_RESOURCE):
+        owner = ours.parse_owner(
+            item.props.get("owner") if isinstance(item.props.get("owner"), str) else None
+        )
+        if owner is not None:
+            return owner
+    return None
+
+
+def added_by_the_change(items: Sequence[Item]) -> list[Item]:
+    """The model resources this change creates (new or replacing): no status yet, where an unchanged one has its
+    state's."""
+    return [i for i in _of(items, MODEL_RESOURCE) if not isinstance(i.props.get("status"), str)]
+
+
+def account_budget(
+    items: Sequence[Item], config: Mapping[str, Any], account: Callable[[], Any]
+) -> list[Violation]:
+    """The account's estimated $/h after this change (the API key's user's active model resources plus the
+    change's new ones) is at most ``max_account_price_per_hour``; fails closed when it cannot be known.
+
+    ``account()``: the account as :func:`..resources.spend.account` reads it, asked only when there is a cap and
+    a new model resource to judge."""
+    from ..resources import spend
+
+    limit = config.get("max_account_price_per_hour")
+    added = added_by_the_change(items)
+    stack = stack_of(items)
+    if not isinstance(limit, (int, float)) or not added or stack is None:
+        return []
+    unpriced = [i.name for i in added if not isinstance(i.props.get("price_per_hour"), (int, float))]
+    read = account()
+    if read.unread is not None or unpriced:
+        why = read.unread.rstrip(".") if read.unread is not None else f"no estimate for {', '.join(unpriced)}"
+        return [(f"the account's spend after this change cannot be verified against max_account_price_per_hour "
+                 f"{float(limit):.2f} ({why}). Give the policy pack the API key and base URL in TOGETHER_API_KEY "
+                 "and TOGETHER_BASE_URL of the pulumi command (a policy pack never sees the stack's secrets), "
+                 "then preview again", None)]  # fmt: skip
+    found = spend.split(read.objects, stack)
+    over = spend.over_cap(
+        found,
+        stack,
+        {i.name: float(i.props["price_per_hour"]) for i in added},
+        float(limit),
+        "max_account_price_per_hour",
+    )
+    if over is None:
+        return []
+    cause, todo = over
+    return [(f"{cause}. {todo} in the policy config", None)]
 
 
 # ------------------------------------------------------------------------------------------ session caps

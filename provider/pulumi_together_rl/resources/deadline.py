@@ -121,6 +121,11 @@ def outputs(inputs: Mapping[str, Any], created_at: object, stopped: bool = False
     return {STOP_AT: iso(at), **({STOP_REASON: REASON} if stopped else {})}
 
 
+def recorded(props: Mapping[str, Any]) -> datetime | None:
+    """The state's deadline (``stop_at``); None: none."""
+    return _time(props.get(STOP_AT))
+
+
 def passed(props: Mapping[str, Any], now: datetime) -> datetime | None:
     """The state's deadline (``stop_at``) when it is at or before ``now``; None: none, or ahead."""
     at = _time(props.get(STOP_AT))

@@ -3,7 +3,8 @@ a hint per field; ``keep_ready_until`` at most 30 days ahead, with a warning pas
 resource or a changed API input, what the API offers (model, GPU type, full-weight, replicas), ``adopt_id``
 (exists, active, same settings) and the estimated price (``POST .../estimate-cost``, one request per body per
 process), which goes into ``price_per_hour`` / ``currency`` and a line on stderr; ``max_price_per_hour`` below
-it fails. A 400 from estimate-cost names the field. No key, or an API that cannot be asked: warn and skip
+it fails. The first such check of a process says the account's spend, and each judges the account's cap
+(:mod:`.spend`). A 400 from estimate-cost names the field. No key, or an API that cannot be asked: warn and skip
 (:func:`.process.remote_check`).
 """
 
@@ -26,7 +27,7 @@ from pydantic import (
 
 from ..client import errors
 from ..messages import printable
-from . import checks, deadline, process
+from . import checks, deadline, process, spend
 from .inputs import (
     ID_MAX,
     NO_CONTROL_CHARACTERS,
@@ -229,6 +230,10 @@ def _check_remote(olds: Mapping[str, Any], inputs: dict[str, Any]) -> tuple[dict
             inputs = {**inputs, "price_per_hour": estimate.price_per_hour, "currency": estimate.currency}
             line = f"{KIND} ({base_model}): estimated {price_text(inputs)} (POST {PATH}/estimate-cost)"
             process.log_once(_said_of(inputs, "price", line), line)
+        if answer is not None:  # the API was asked: the account's line, and its cap
+            failures = spend.judge(inputs)
+            if failures:
+                return inputs, failures
     ceiling, price = inputs.get("max_price_per_hour"), inputs.get("price_per_hour")
     if isinstance(ceiling, float) and isinstance(price, (int, float)) and price > ceiling:
         return inputs, [Failure("max_price_per_hour", f"the estimated price of this model resource, "

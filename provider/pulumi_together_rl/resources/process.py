@@ -87,6 +87,15 @@ def api_client(doing: str, kind: str, ident: str | None, *, quick: bool = False)
     return client
 
 
+_also_cleared: list[Callable[[], None]] = []
+
+
+def also_clear(clear: Callable[[], None]) -> None:
+    """Have :func:`clear_caches` call ``clear`` too: the process-wide state of a module that builds on this one
+    (:mod:`.spend`), which this one must not import."""
+    _also_cleared.append(clear)
+
+
 def clear_caches() -> None:
     """Forget clients, cached API answers and the lines said once (tests)."""
     with _client_lock:
@@ -98,6 +107,8 @@ def clear_caches() -> None:
         _clients.clear()
     clear_lookups()
     watch.clear()
+    for clear in _also_cleared:
+        clear()
     with _failures_lock:
         _remote_failures.clear()
     with _said_lock:

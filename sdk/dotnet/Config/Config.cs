@@ -62,6 +62,16 @@ namespace PulumiTogetherRl.TogetherRl
             set => _journalUrl.Set(value);
         }
 
+        private static readonly __Value<double?> _maxAccountPricePerHour = new __Value<double?>(() => __config.GetDouble("maxAccountPricePerHour"));
+        /// <summary>
+        /// A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+        /// </summary>
+        public static double? MaxAccountPricePerHour
+        {
+            get => _maxAccountPricePerHour.Get();
+            set => _maxAccountPricePerHour.Set(value);
+        }
+
         private static readonly __Value<double?> _pollInterval = new __Value<double?>(() => __config.GetDouble("pollInterval"));
         /// <summary>
         /// The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.

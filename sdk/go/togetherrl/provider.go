@@ -42,6 +42,8 @@ type providerArgs struct {
 	BaseUrl *string `pulumi:"baseUrl"`
 	// Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
 	JournalUrl *string `pulumi:"journalUrl"`
+	// A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+	MaxAccountPricePerHour *float64 `pulumi:"maxAccountPricePerHour"`
 	// The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
 	PollInterval *float64 `pulumi:"pollInterval"`
 }
@@ -54,6 +56,8 @@ type ProviderArgs struct {
 	BaseUrl pulumi.StringPtrInput
 	// Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
 	JournalUrl pulumi.StringPtrInput
+	// A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+	MaxAccountPricePerHour pulumi.Float64PtrInput
 	// The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
 	PollInterval pulumi.Float64PtrInput
 }

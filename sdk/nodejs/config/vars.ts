@@ -41,6 +41,17 @@ Object.defineProperty(exports, "journalUrl", {
 });
 
 /**
+ * A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+ */
+export declare const maxAccountPricePerHour: number | undefined;
+Object.defineProperty(exports, "maxAccountPricePerHour", {
+    get() {
+        return __config.getObject<number>("maxAccountPricePerHour");
+    },
+    enumerable: true,
+});
+
+/**
  * The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
  */
 export declare const pollInterval: number | undefined;

@@ -22,6 +22,7 @@ class ProviderArgs:
                  api_key: pulumi.Input[Optional[_builtins.str]] = None,
                  base_url: pulumi.Input[Optional[_builtins.str]] = None,
                  journal_url: pulumi.Input[Optional[_builtins.str]] = None,
+                 max_account_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
                  poll_interval: pulumi.Input[Optional[_builtins.float]] = None):
         """
         The set of arguments for constructing a Provider resource.
@@ -29,6 +30,7 @@ class ProviderArgs:
         :param pulumi.Input[_builtins.str] api_key: The Together API key (a secret: `pulumi config set --secret together-rl:apiKey`). Unset: the `TOGETHER_API_KEY` environment variable of the Pulumi process.
         :param pulumi.Input[_builtins.str] base_url: The API's base URL (the bundled emulator's, in tests). Unset: `TOGETHER_BASE_URL`, else https://api.together.ai.
         :param pulumi.Input[_builtins.str] journal_url: Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
+        :param pulumi.Input[_builtins.float] max_account_price_per_hour: A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
         :param pulumi.Input[_builtins.float] poll_interval: The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
         """
         if api_key is not None:
@@ -37,6 +39,8 @@ class ProviderArgs:
             pulumi.set(__self__, "base_url", base_url)
         if journal_url is not None:
             pulumi.set(__self__, "journal_url", journal_url)
+        if max_account_price_per_hour is not None:
+            pulumi.set(__self__, "max_account_price_per_hour", max_account_price_per_hour)
         if poll_interval is not None:
             pulumi.set(__self__, "poll_interval", poll_interval)
 
@@ -77,6 +81,18 @@ class ProviderArgs:
         pulumi.set(self, "journal_url", value)
 
     @_builtins.property
+    @pulumi.getter(name="maxAccountPricePerHour")
+    def max_account_price_per_hour(self) -> pulumi.Input[Optional[_builtins.float]]:
+        """
+        A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+        """
+        return pulumi.get(self, "max_account_price_per_hour")
+
+    @max_account_price_per_hour.setter
+    def max_account_price_per_hour(self, value: pulumi.Input[Optional[_builtins.float]]):
+        pulumi.set(self, "max_account_price_per_hour", value)
+
+    @_builtins.property
     @pulumi.getter(name="pollInterval")
     def poll_interval(self) -> pulumi.Input[Optional[_builtins.float]]:
         """
@@ -98,6 +114,7 @@ class Provider(pulumi.ProviderResource):
                  api_key: pulumi.Input[Optional[_builtins.str]] = None,
                  base_url: pulumi.Input[Optional[_builtins.str]] = None,
                  journal_url: pulumi.Input[Optional[_builtins.str]] = None,
+                 max_account_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
                  poll_interval: pulumi.Input[Optional[_builtins.float]] = None,
                  __props__=None):
         """
@@ -108,6 +125,7 @@ class Provider(pulumi.ProviderResource):
         :param pulumi.Input[_builtins.str] api_key: The Together API key (a secret: `pulumi config set --secret together-rl:apiKey`). Unset: the `TOGETHER_API_KEY` environment variable of the Pulumi process.
         :param pulumi.Input[_builtins.str] base_url: The API's base URL (the bundled emulator's, in tests). Unset: `TOGETHER_BASE_URL`, else https://api.together.ai.
         :param pulumi.Input[_builtins.str] journal_url: Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
+        :param pulumi.Input[_builtins.float] max_account_price_per_hour: A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
         :param pulumi.Input[_builtins.float] poll_interval: The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
         """
         ...
@@ -137,6 +155,7 @@ class Provider(pulumi.ProviderResource):
                  api_key: pulumi.Input[Optional[_builtins.str]] = None,
                  base_url: pulumi.Input[Optional[_builtins.str]] = None,
                  journal_url: pulumi.Input[Optional[_builtins.str]] = None,
+                 max_account_price_per_hour: pulumi.Input[Optional[_builtins.float]] = None,
                  poll_interval: pulumi.Input[Optional[_builtins.float]] = None,
                  __props__=None):
         opts = pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
@@ -150,6 +169,7 @@ class Provider(pulumi.ProviderResource):
             __props__.__dict__["api_key"] = None if api_key is None else pulumi.Output.secret(api_key)
             __props__.__dict__["base_url"] = base_url
             __props__.__dict__["journal_url"] = journal_url
+            __props__.__dict__["max_account_price_per_hour"] = pulumi.Output.from_input(max_account_price_per_hour).apply(pulumi.runtime.to_json) if max_account_price_per_hour is not None else None
             __props__.__dict__["poll_interval"] = pulumi.Output.from_input(poll_interval).apply(pulumi.runtime.to_json) if poll_interval is not None else None
         super(Provider, __self__).__init__(
             'together-rl',

@@ -26,6 +26,11 @@ func GetJournalUrl(ctx *pulumi.Context) string {
 	return config.Get(ctx, "together-rl:journalUrl")
 }
 
+// A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+func GetMaxAccountPricePerHour(ctx *pulumi.Context) float64 {
+	return config.GetFloat64(ctx, "together-rl:maxAccountPricePerHour")
+}
+
 // The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
 func GetPollInterval(ctx *pulumi.Context) float64 {
 	return config.GetFloat64(ctx, "together-rl:pollInterval")

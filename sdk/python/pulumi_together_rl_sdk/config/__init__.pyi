@@ -29,6 +29,11 @@ journalUrl: Optional[str]
 Where the create journal lives (a bucket URL such as `s3://bucket/prefix?region=...`, or `file:///folder`). `TOGETHER_RL_JOURNAL_URL` wins over it. Unset: beside the stack's state when the backend is a bucket, else this machine's folder (docs/journal.md).
 """
 
+maxAccountPricePerHour: Optional[float]
+"""
+A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+"""
+
 pollInterval: Optional[float]
 """
 The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.

@@ -42,6 +42,13 @@ class _ExportableConfig(types.ModuleType):
         return __config__.get('journalUrl')
 
     @_builtins.property
+    def max_account_price_per_hour(self) -> Optional[float]:
+        """
+        A cap on the account's estimated price per hour after a change: the API key's user's active model resources plus this preview's new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+        """
+        return __config__.get_float('maxAccountPricePerHour')
+
+    @_builtins.property
     def poll_interval(self) -> Optional[float]:
         """
         The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.

@@ -33,6 +33,13 @@ public final class Config {
         return Codegen.stringProp("journalUrl").config(config).get();
     }
 /**
+ * A cap on the account&#39;s estimated price per hour after a change: the API key&#39;s user&#39;s active model resources plus this preview&#39;s new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+ * 
+ */
+    public Optional<Double> maxAccountPricePerHour() {
+        return Codegen.doubleProp("maxAccountPricePerHour").config(config).get();
+    }
+/**
  * The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
  * 
  */

@@ -62,6 +62,21 @@ public final class ProviderArgs extends com.pulumi.resources.ResourceArgs {
     }
 
     /**
+     * A cap on the account&#39;s estimated price per hour after a change: the API key&#39;s user&#39;s active model resources plus this preview&#39;s new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+     * 
+     */
+    @Import(name="maxAccountPricePerHour", json=true)
+    private @Nullable Output<Double> maxAccountPricePerHour;
+
+    /**
+     * @return A cap on the account&#39;s estimated price per hour after a change: the API key&#39;s user&#39;s active model resources plus this preview&#39;s new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+     * 
+     */
+    public Optional<Output<Double>> maxAccountPricePerHour() {
+        return Optional.ofNullable(this.maxAccountPricePerHour);
+    }
+
+    /**
      * The longest pause, in seconds, between two polls of a wait. Unset: `TOGETHER_RL_POLL_INTERVAL`, else 10.
      * 
      */
@@ -82,6 +97,7 @@ public final class ProviderArgs extends com.pulumi.resources.ResourceArgs {
         this.apiKey = $.apiKey;
         this.baseUrl = $.baseUrl;
         this.journalUrl = $.journalUrl;
+        this.maxAccountPricePerHour = $.maxAccountPricePerHour;
         this.pollInterval = $.pollInterval;
     }
 
@@ -164,6 +180,27 @@ public final class ProviderArgs extends com.pulumi.resources.ResourceArgs {
          */
         public Builder journalUrl(String journalUrl) {
             return journalUrl(Output.of(journalUrl));
+        }
+
+        /**
+         * @param maxAccountPricePerHour A cap on the account&#39;s estimated price per hour after a change: the API key&#39;s user&#39;s active model resources plus this preview&#39;s new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+         * 
+         * @return builder
+         * 
+         */
+        public Builder maxAccountPricePerHour(@Nullable Output<Double> maxAccountPricePerHour) {
+            $.maxAccountPricePerHour = maxAccountPricePerHour;
+            return this;
+        }
+
+        /**
+         * @param maxAccountPricePerHour A cap on the account&#39;s estimated price per hour after a change: the API key&#39;s user&#39;s active model resources plus this preview&#39;s new ones. A preview that would take it over the cap fails, naming the figures and the largest spenders (docs/cost.md). Unset: no cap.
+         * 
+         * @return builder
+         * 
+         */
+        public Builder maxAccountPricePerHour(Double maxAccountPricePerHour) {
+            return maxAccountPricePerHour(Output.of(maxAccountPricePerHour));
         }
 
         /**
