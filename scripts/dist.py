@@ -12,9 +12,13 @@
   with the user's own Python: pip installs in hash-checking mode, takes nothing of this project from an index
   (the archive works before the package is on PyPI), no wheel built for another Python lands there, and no pip
   runs during a preview;
-* the generated SDKs: the Python SDK's wheel (``pulumi_together_rl_sdk-<V>-py3-none-any.whl``) and the
-  TypeScript SDK's npm tarball (``pulumi-together-rl-sdk-<V>.tgz``), from the checked-in ``sdk/`` (``make sdk``;
-  a release-tier test holds them to the schema);
+* the generated SDKs, from the checked-in ``sdk/`` (``make sdk``; a release-tier test holds them to the schema):
+  the Python SDK's wheel (``pulumi_together_rl_sdk-<V>-py3-none-any.whl``), the TypeScript SDK's npm tarball
+  (``pulumi-together-rl-sdk-<V>.tgz``), the Go module as the Go module proxy serves it
+  (``pulumi-together-rl-sdk-go-<V>.zip``: every file under ``<module>@v<V>/``), and the sources of the Java and
+  .NET SDKs with their build files (``pulumi-together-rl-sdk-java-<V>.tar.gz``,
+  ``pulumi-together-rl-sdk-dotnet-<V>.tar.gz``: one folder of that name; Gradle and ``dotnet pack`` build them,
+  neither runs here);
 * ``SHA256SUMS``: the SHA-256 of every file above, in ``sha256sum -c`` form.
 
 The version is the package's ``__version__`` (provider/pulumi_together_rl/__init__.py), which the SDKs and the
@@ -42,6 +46,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,6 +128,42 @@ def write_archive(path: Path, files: dict[str, bytes]) -> None:
         gz.write(raw.getvalue())
 
 
+# What a build of an SDK leaves in its folder (not the generator's): never packed.
+BUILD_OUTPUT = {"bin", "obj", "build", ".gradle", "node_modules", "__pycache__"}
+
+
+def sdk_files(language: str) -> dict[str, bytes]:
+    """The checked-in files of sdk/<language> by relative path, without a build's output."""
+    top = ROOT / "sdk" / language
+    found: dict[str, bytes] = {}
+    for folder, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d not in BUILD_OUTPUT)
+        for name in sorted(names):
+            path = Path(folder) / name
+            found[path.relative_to(top).as_posix()] = path.read_bytes()
+    return found
+
+
+def go_module(root: Path = ROOT) -> str:
+    match = re.search(r"^module\s+(\S+)", (root / "sdk" / "go" / "go.mod").read_text(), re.M)
+    if not match:
+        sys.exit("dist: sdk/go/go.mod names no module")
+    return match.group(1)
+
+
+def write_go_module_zip(path: Path, ver: str) -> None:
+    """sdk/go as the Go module proxy serves a module version (``<module>@v<V>/<file>``, golang.org/x/mod/zip),
+    with fixed times: ``GOPROXY=file://...`` can serve it, and a Go tag ``sdk/go/v<V>`` gives the same files."""
+    prefix = f"{go_module()}@v{ver}/"
+    files = sdk_files("go")
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(prefix + name, date_time=time.gmtime(EPOCH)[:6])
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, files[name])
+
+
 def uv() -> list[str]:
     """The uv to build with: $UV (`uv run` sets it; the Makefile may pass `python3 -m uv`), else uv on PATH."""
     named = os.environ.get("UV") or shutil.which("uv")
@@ -153,9 +194,26 @@ SDK_VERSIONS = (
     ("sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json", "version"),
     ("sdk/nodejs/package.json", "version"),
     ("sdk/nodejs/package.json", "pulumi.version"),
+    ("sdk/go/togetherrl/pulumi-plugin.json", "version"),
+    ("sdk/go/togetherrl/internal/pulumiUtilities.go", "semver.MustParse"),
+    ("sdk/java/build.gradle", "version"),
+    ("sdk/dotnet/pulumi-plugin.json", "version"),
+    ("sdk/dotnet/version.txt", "version"),
+    ("sdk/dotnet/PulumiTogetherRl.TogetherRl.csproj", "Version"),
 )
 """Where the checked-in SDKs carry the version: the packages' own, and the plugin version each tells the engine
-to install (``pulumi-plugin.json``, ``package.json``'s ``pulumi``)."""
+to install (``pulumi-plugin.json``, ``package.json``'s ``pulumi``, the Go SDK's default plugin version)."""
+
+TEXT_VERSIONS = {
+    "sdk/python/setup.py": r'^VERSION = "([^"]+)"$',
+    "sdk/go/togetherrl/internal/pulumiUtilities.go": r'semver\.MustParse\("([^"]+)"\)',
+    # The version a Gradle build takes when none is given (PACKAGE_VERSION, -Pversion).
+    "sdk/java/build.gradle": r'^\s*\? "([^"]+)"$',
+    "sdk/dotnet/version.txt": r"\A(\S+)\s*\Z",
+    "sdk/dotnet/PulumiTogetherRl.TogetherRl.csproj": r"<Version>([^<]+)</Version>",
+}
+"""The files of :data:`SDK_VERSIONS` that are not JSON: the version is what the pattern captures, every time it
+matches (a file that says two versions says none)."""
 
 
 def sdk_versions(root: Path = ROOT) -> dict[str, str | None]:
@@ -164,8 +222,8 @@ def sdk_versions(root: Path = ROOT) -> dict[str, str | None]:
     for relative, field in SDK_VERSIONS:
         try:
             text = (root / relative).read_text()
-            if relative.endswith(".py"):
-                (value,) = re.findall(rf'^{field} = "([^"]+)"$', text, re.M)
+            if relative in TEXT_VERSIONS:
+                (value,) = set(re.findall(TEXT_VERSIONS[relative], text, re.M))
             else:
                 value = json.loads(text)
                 for part in field.split("."):
@@ -215,6 +273,11 @@ def build(out: Path) -> list[Path]:
             ROOT / "sdk" / "nodejs", work / "nodejs", ignore=shutil.ignore_patterns("node_modules", "bin")
         )
         run([npm, "pack", "--silent", "--pack-destination", str(out)], work / "nodejs")
+    write_go_module_zip(out / f"pulumi-together-rl-sdk-go-{ver}.zip", ver)
+    for language in ("java", "dotnet"):
+        folder = f"pulumi-together-rl-sdk-{language}-{ver}"
+        files = {f"{folder}/{name}": content for name, content in sdk_files(language).items()}
+        write_archive(out / f"{folder}.tar.gz", files)
     # uv marks a folder it creates as one git ignores: dist/ is ignored by the repository's own .gitignore.
     (out / ".gitignore").unlink(missing_ok=True)
     files = plugin_files(ver, out / f"pulumi_together_rl-{ver}-py3-none-any.whl", locked_requirements())
@@ -226,6 +289,9 @@ def build(out: Path) -> list[Path]:
         f"pulumi_together_rl-{ver}.tar.gz",
         f"pulumi_together_rl_sdk-{ver}-py3-none-any.whl",
         f"pulumi-together-rl-sdk-{ver}.tgz",
+        f"pulumi-together-rl-sdk-go-{ver}.zip",
+        f"pulumi-together-rl-sdk-java-{ver}.tar.gz",
+        f"pulumi-together-rl-sdk-dotnet-{ver}.tar.gz",
         *(archive_name(ver, o, a) for o, a in PLATFORMS),
     }
     made = {path.name for path in out.iterdir()}

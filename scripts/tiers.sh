@@ -58,16 +58,23 @@ if [ "${1:-all}" != all ]; then
 fi
 
 # The release tier's store tests run fake-gcs-server (a Go build, about 2 minutes on a fresh machine) and Azurite
-# (an npm install, about half a minute). Their scripts are started here, in the background at the lowest CPU
-# priority, so that the build fills the time the check and cli tiers leave idle instead of adding to the run; a test
-# that needs a server still runs its script, which waits for this one (a lock) or finds it cached. A failure here
-# is the tests' to report: the same script then says why.
+# (an npm install, about half a minute); its SDK tests build the SDK generators (scripts/gen-sdk.sh: minutes from a
+# cold Go build cache) and build the Go and Java SDKs (harness/sdk_builds.py: many minutes with cold Go and Maven
+# caches, seconds warm; docs/plugin.md). These are started here, in the background at the lowest CPU priority, so
+# that the builds fill the time the check and cli tiers leave idle instead of adding to the run; a test that needs
+# one still runs its script, which waits for this one (a lock) or finds it cached. A failure here is the tests' to
+# report: the same script then says why.
 ahead_log="$(mktemp)"
+ahead_sdks="$(mktemp -d)"
 (
-    nice -n 19 bash scripts/fake-gcs-server.sh >/dev/null
-    gcs=$?
-    nice -n 19 bash scripts/azurite.sh >/dev/null || exit
-    exit "$gcs"
+    # Each runs whatever the others did; the status is the first failure's.
+    failed=0
+    step() { "$@" || { rc=$?; [ "$failed" -ne 0 ] || failed=$rc; }; }
+    step nice -n 19 bash scripts/fake-gcs-server.sh >/dev/null
+    step nice -n 19 bash scripts/azurite.sh >/dev/null
+    step nice -n 19 bash scripts/gen-sdk.sh --out "$ahead_sdks"
+    step nice -n 19 "${UV[@]}" run --frozen python -m harness.sdk_builds warm
+    exit "$failed"
 ) 2>"$ahead_log" &
 ahead=$!
 
@@ -82,8 +89,8 @@ for name in check cli release; do
     [ "$code" -eq 0 ] || status=1
     summary+=("$(printf '%-8s %4d s  %s' "$name" $((SECONDS - begin)) "$([ "$code" -eq 0 ] && echo passed || echo "FAILED ($code)")")")
 done
-wait "$ahead" || { echo "tiers: providing the store tests' servers ahead failed:" >&2; cat "$ahead_log" >&2; }
-rm -f "$ahead_log"
+wait "$ahead" || { echo "tiers: providing the store tests' servers or the SDK builds ahead failed:" >&2; cat "$ahead_log" >&2; }
+rm -rf "$ahead_log" "$ahead_sdks"
 echo
 echo "tiers:"
 printf '  %s\n' "${summary[@]}"

@@ -24,7 +24,8 @@ setup(name='pulumi_together_rl_sdk',
       description="Together AI post-training (RL) infrastructure: model resources (GPUs with a frozen base model, billed while READY) and the training sessions on them.",
       long_description=readme(),
       long_description_content_type='text/markdown',
-      keywords='together rl post-training category/cloud',
+      keywords='together rl post-training category/cloud kind/native',
+      url='https://github.com/pulumi-together-rl/pulumi-together-rl',
       project_urls={
           'Repository': 'https://github.com/pulumi-together-rl/pulumi-together-rl'
       },

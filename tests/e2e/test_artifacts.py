@@ -6,7 +6,8 @@ the public index (PyPI; npm's registry), no local index, no ``PIP_FIND_LINKS``, 
 * ``dist/`` holds every artifact of the version, listed in ``SHA256SUMS``: the wheel and sdist, five identical
   plugin archives (``PulumiPlugin.yaml``, the launcher, the package's wheel and a ``requirements.txt`` that
   installs that wheel and the locked dependencies with their hashes), the Python SDK's wheel and the TypeScript
-  SDK's tarball, both SDKs naming the release's GitHub repository as ``server``. The archives are rebuilt here
+  SDK's tarball, both SDKs naming the release's GitHub repository as ``server``, the Go module zip and the Java
+  and .NET SDKs' source tarballs (the checked-in SDKs, byte for byte). The archives are rebuilt here
   from the wheel and uv.lock, byte for byte.
 * The README's install commands, read from the README (and docs/journal.md's ``bucket`` extra) and run as
   written (harness/install_docs.py; tests/unit/test_doc_installs.py holds every other install command of the
@@ -191,6 +192,9 @@ def test_dist_holds_every_artifact_of_the_version_with_its_sums(dist, tmp_path):
         f"pulumi_together_rl-{version}.tar.gz",
         f"pulumi_together_rl_sdk-{version}-py3-none-any.whl",
         f"pulumi-together-rl-sdk-{version}.tgz",
+        f"pulumi-together-rl-sdk-go-{version}.zip",
+        f"pulumi-together-rl-sdk-java-{version}.tar.gz",
+        f"pulumi-together-rl-sdk-dotnet-{version}.tar.gz",
         "SHA256SUMS",
         *archives,
     }
@@ -482,6 +486,34 @@ const gpu = new togetherRl.ModelResource("gpu", {
 const session = new togetherRl.TrainingSession("rank8", { modelResourcesId: gpu.id, loraConfig: { rank: 8 } });
 export const sessionId: pulumi.Output<string> = session.id;
 """
+
+
+def test_the_go_java_and_dotnet_sdk_artifacts_are_the_checked_in_sdks(dist, tmp_path):
+    """The Go module zip holds sdk/go under ``<module>@v<V>/`` (the Go module proxy's layout), the Java and .NET
+    tarballs sdk/java and sdk/dotnet under one folder each: every file, as checked in, with fixed times; rebuilt,
+    the same bytes. (What builds them is tested on the checked-in SDKs: tests/e2e/test_generated_sdks.py.)"""
+    script = dist_script()
+    version = dist.version
+    module = script.go_module()
+    assert module == "github.com/pulumi-together-rl/pulumi-together-rl/sdk/go"
+    with zipfile.ZipFile(dist.path(f"pulumi-together-rl-sdk-go-{version}.zip")) as archive:
+        infos = archive.infolist()
+        found = {info.filename: archive.read(info) for info in infos}
+    assert all(info.date_time == (1980, 1, 1, 0, 0, 0) for info in infos)
+    assert found == {f"{module}@v{version}/{name}": data for name, data in script.sdk_files("go").items()}
+    assert f"{module}@v{version}/go.mod" in found and f"{module}@v{version}/go.sum" in found
+    again = tmp_path / "again.zip"
+    script.write_go_module_zip(again, version)
+    assert again.read_bytes() == dist.path(f"pulumi-together-rl-sdk-go-{version}.zip").read_bytes()
+
+    for language, build_file in (("java", "build.gradle"), ("dotnet", "PulumiTogetherRl.TogetherRl.csproj")):
+        folder = f"pulumi-together-rl-sdk-{language}-{version}"
+        with tarfile.open(dist.path(f"{folder}.tar.gz")) as tar:
+            members = tar.getmembers()
+            assert all(m.isfile() and m.mode == 0o644 and m.mtime == script.EPOCH for m in members)
+            found = {m.name: tar.extractfile(m).read() for m in members}
+        assert found == {f"{folder}/{name}": data for name, data in script.sdk_files(language).items()}
+        assert f"{folder}/{build_file}" in found, language
 
 
 def test_the_typescript_sdk_tarball_installs_and_type_checks(dist, tmp_path):

@@ -1,14 +1,21 @@
-"""The checked-in SDKs of the plugin (sdk/python, sdk/nodejs) are those of the current schema, and they work the
-way users consume them.
+"""The checked-in SDKs of the plugin (sdk/python, sdk/nodejs, sdk/go, sdk/java, sdk/dotnet) are those of the
+current schema, and they work the way users consume them.
 
-- Regenerating them from the schema (scripts/gen-sdk.sh --out, with the generator it builds into the cache)
+- Regenerating them from the schema (scripts/gen-sdk.sh --out, with the generators it builds into the cache)
   gives exactly the checked-in files: a change to the resource tables without `make sdk` fails here.
 - The Python SDK, installed from its folder as a user installs it, imports in the repository's venv and, under
   Pulumi's mocks, sends the plugin's tokens and camelCase properties.
 - The TypeScript example (examples/typescript, the SDK as a `file:` dependency) type-checks. It cannot run here:
   there is no Node.js language host on these machines.
+- The Go module builds and vets as checked in (go.mod and go.sum complete), and a Go program using it
+  (tests/e2e/projects/go-sdk) builds, vets and, run under Pulumi's mocks, sends the plugin's tokens and
+  camelCase properties. Modules from the Go module proxy only.
+- The Java SDK, with a Java program using it (tests/e2e/projects/java-sdk), compiles with Maven against the
+  com.pulumi:pulumi its build.gradle names, from Maven Central (harness/sdk_builds.py). Not run: no Java host.
+- The .NET SDK is only generated (and held up to date above): NuGet, where its dependencies are, is not
+  reachable from these machines (docs/plugin.md).
 
-A tool that cannot be had here (Go for the generator, uv, npm, the npm registry) skips its test with the reason,
+A tool that cannot be had here (Go, uv, npm, Maven and a JDK, their registries) skips its test with the reason,
 or fails it where TOGETHER_RL_REQUIRE_CLI=1 (CI), as for the CLI tests.
 """
 
@@ -18,15 +25,17 @@ import difflib
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from harness import sdk_builds
 from harness.cli import ROOT, unavailable
 
-from pulumi_together_rl.plugin.package_schema import schema_text
+from pulumi_together_rl.plugin.package_schema import JAVA_PULUMI_VERSION, schema_text
 
 SCRIPT = ROOT / "scripts" / "gen-sdk.sh"
 SDK = ROOT / "sdk"
@@ -55,7 +64,7 @@ def run(args, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory) -> Path:
-    """DIR with DIR/python and DIR/nodejs generated from the current schema."""
+    """DIR with DIR/<language> generated from the current schema, for every language."""
     out = tmp_path_factory.mktemp("sdk")
     result = run(["bash", SCRIPT, "--out", out], cwd=ROOT, timeout=1200)
     if result.returncode == NO_GENERATOR:
@@ -80,11 +89,18 @@ def files(root: Path, ignore: list[str]) -> dict[str, bytes]:
     return found
 
 
-@pytest.mark.parametrize("language", ["python", "nodejs"])
+# What a build leaves in an SDK folder that the generator writes no .gitignore for (Go writes nothing there).
+BUILD_OUTPUT = {"go": [], "java": ["build", ".gradle"], "dotnet": ["bin", "obj"]}
+
+
+@pytest.mark.parametrize("language", ["python", "nodejs", "go", "java", "dotnet"])
 def test_checked_in_sdk_is_the_generated_one(regenerated, language):
     fresh = regenerated / language
-    gitignore = (fresh / ".gitignore").read_text().splitlines()
-    ignore = [line.strip().rstrip("/") for line in gitignore if line.strip() and not line.startswith("#")]
+    if (fresh / ".gitignore").is_file():
+        gitignore = (fresh / ".gitignore").read_text().splitlines()
+        ignore = [line.strip().rstrip("/") for line in gitignore if line.strip() and not line.startswith("#")]
+    else:
+        ignore = BUILD_OUTPUT[language]
     expected = files(fresh, ignore)
     actual = files(SDK / language, ignore) if (SDK / language).is_dir() else {}
 
@@ -211,3 +227,84 @@ def test_typescript_example_type_checks(tmp_path):
     )
     result = run([node, "-e", load], cwd=project, timeout=120)
     assert result.returncode == 0, f"the installed Node.js SDK does not load:\n{result.stderr}"
+
+
+# ------------------------------------------------------------------------------------------------------ Go
+
+
+def test_go_sdk_builds_and_vets_and_a_program_of_it_runs(tmp_path):
+    go = shutil.which("go")
+    if not go:
+        unavailable("Go is not on PATH: the Go SDK is built and vetted with it")
+    sdk, program = sdk_builds.prepare_go(tmp_path)
+    with sdk_builds.building("go"):
+        for cwd, argv, goflags in sdk_builds.go_steps(sdk, program):
+            result = sdk_builds.run(argv, cwd, GOFLAGS=goflags)
+            if result.returncode != 0 and any(sign in result.stderr for sign in ("dial tcp", "no such host")):
+                unavailable(f"the Go module proxy cannot be reached: {last_lines(result.stderr)}")
+            where = "sdk/go" if cwd == sdk else "tests/e2e/projects/go-sdk"
+            assert result.returncode == 0, (
+                f"`{' '.join(map(str, argv))}` (GOFLAGS={goflags}) failed in a copy of {where}"
+                f" (stale go.sum: `make sdk`):\n{result.stdout}\n{result.stderr}"
+            )
+
+    # Under Pulumi's mocks: what the SDK sends the engine is the plugin's tokens and camelCase properties.
+    result = sdk_builds.run([program / "program"], program, timeout=120)
+    assert result.returncode == 0, f"the Go program failed under mocks:\n{result.stderr}"
+    assert result.stdout.splitlines() == [
+        "together-rl:index:ModelResource map[baseModel:Qwen/Qwen3.5-4B computeConfig:map[numGeneratorReplicas:1]]",
+        "together-rl:index:TrainingSession map[loraConfig:map[rank:8] modelResourcesId:gpu-id]",
+        "together-rl:index:estimateCost map[baseModel:Qwen/Qwen3.5-4B]",
+    ], result.stdout
+
+
+def test_go_sdk_is_the_module_its_import_path_names():
+    """sdk/go is a module of its own at the path the schema's importBasePath names, requiring the Pulumi Go SDK
+    of the pinned CLI (what the generator writes, raised from its v3.269.0: scripts/pulumi-cli/gen-sdk)."""
+    schema = json.loads(schema_text())
+    assert schema["language"]["go"]["importBasePath"] == sdk_builds.go_module_path() + "/togetherrl"
+    cli_pin = re.search(
+        r"github.com/pulumi/pulumi/sdk/v3 (v\S+)", (ROOT / "scripts" / "pulumi-cli" / "go.mod").read_text()
+    )
+    assert cli_pin
+    assert f"github.com/pulumi/pulumi/sdk/v3 {cli_pin.group(1)}\n" in (SDK / "go" / "go.mod").read_text()
+
+
+# ---------------------------------------------------------------------------------------------------- Java
+
+
+def test_java_sdk_and_a_program_of_it_compile_with_maven(tmp_path):
+    mvn, javac = shutil.which("mvn"), shutil.which("javac")
+    if not (mvn and javac):
+        unavailable("Maven and a JDK are not on PATH: the Java SDK is compiled with them")
+    gradle = sdk_builds.gradle_build()
+    # The core SDK the build file names is the one the schema pins (a version Maven Central serves).
+    assert ("com.pulumi", "pulumi", JAVA_PULUMI_VERSION) in sdk_builds.gradle_dependencies(gradle)
+    project = sdk_builds.prepare_java(tmp_path)
+    with sdk_builds.building("java"):
+        result = sdk_builds.run(sdk_builds.maven_compile(), project)
+    output = result.stdout + result.stderr
+    if result.returncode != 0 and ("Could not transfer" in output or "UnknownHost" in output):
+        unavailable(f"Maven Central cannot be reached: {last_lines(output)}")
+    assert result.returncode == 0, f"the Java SDK and program do not compile with Maven:\n{output}"
+    classes = project / "target" / "classes"
+    assert (classes / "app" / "App.class").is_file()
+    assert (classes / "io" / "github" / "pulumitogetherrl" / "togetherrl" / "ModelResource.class").is_file()
+
+
+# ------------------------------------------------------------------------------------------------------ .NET
+
+
+def test_dotnet_sdk_names_the_schema_version_and_plugin_server():
+    """Generated only (no NuGet here): what a program of it would ask the engine for is this plugin, this version,
+    from this repository's releases."""
+    schema = json.loads(schema_text())
+    plugin = json.loads((SDK / "dotnet" / "pulumi-plugin.json").read_text())
+    assert plugin == {
+        "resource": True,
+        "name": schema["name"],
+        "version": schema["version"],
+        "server": schema["pluginDownloadURL"],
+    }
+    project = (SDK / "dotnet" / "PulumiTogetherRl.TogetherRl.csproj").read_text()
+    assert f"<Version>{schema['version']}</Version>" in project

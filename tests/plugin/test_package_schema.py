@@ -110,3 +110,25 @@ def test_the_api_key_is_a_secret_and_the_python_sdk_stays_clear_of_this_package(
     assert SCHEMA["provider"]["inputProperties"]["apiKey"]["secret"] is True
     assert SCHEMA["language"]["python"]["packageName"] != "pulumi_together_rl"
     assert set(BY_TOKEN) == set(SCHEMA["resources"])
+
+
+def test_the_registry_metadata_and_every_languages_names():
+    """What the Pulumi Registry lists (its publishing guide's fields), the logo the .NET generator packs (a file of
+    this repository, docs/logo.png, which logoUrl names on the main branch), and a section per SDK language."""
+    from pathlib import Path
+
+    from pulumi_together_rl.plugin.package_schema import repository
+
+    for field in ("displayName", "description", "publisher", "logoUrl", "pluginDownloadURL", "repository"):
+        assert SCHEMA[field], field
+    assert {"category/cloud", "kind/native"} <= set(SCHEMA["keywords"])
+    prefix = f"https://raw.githubusercontent.com/{repository()}/main/"
+    assert SCHEMA["logoUrl"].startswith(prefix)
+    logo = Path(__file__).resolve().parents[2] / SCHEMA["logoUrl"].removeprefix(prefix)
+    assert logo.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert set(SCHEMA["language"]) == {"python", "nodejs", "go", "java", "csharp"}
+    assert SCHEMA["language"]["go"]["importBasePath"] == (f"github.com/{repository()}/sdk/go/togetherrl")
+    # Neither Pulumi's own Java package nor its NuGet prefix (the default root namespace gives Pulumi.TogetherRl).
+    assert not SCHEMA["language"]["java"]["basePackage"].startswith("com.pulumi")
+    assert not SCHEMA["language"]["csharp"]["rootNamespace"].startswith("Pulumi.")
+    assert SCHEMA["language"]["csharp"]["rootNamespace"] != "Pulumi"

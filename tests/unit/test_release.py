@@ -38,6 +38,12 @@ def test_the_version_is_the_same_everywhere_a_release_writes_it():
         )["version"],
         "sdk/nodejs/package.json": node["version"],
         "sdk/nodejs/package.json pulumi": node["pulumi"]["version"],
+        "sdk/go pulumi-plugin.json": json.loads(_read("sdk/go/togetherrl/pulumi-plugin.json"))["version"],
+        "sdk/java/build.gradle": re.findall(r'^\s*\? "([^"]+)"$', _read("sdk/java/build.gradle"), re.M)[0],
+        "sdk/dotnet pulumi-plugin.json": json.loads(_read("sdk/dotnet/pulumi-plugin.json"))["version"],
+        "sdk/dotnet csproj": re.search(
+            r"<Version>([^<]+)</Version>", _read("sdk/dotnet/PulumiTogetherRl.TogetherRl.csproj")
+        ).group(1),
         "the gitops example's policy pack": yaml.safe_load(_read("examples/gitops/policy/PulumiPolicy.yaml"))[
             "version"
         ],
@@ -61,6 +67,8 @@ def test_the_repository_is_the_same_everywhere_and_no_placeholder_is_left():
         == plugin_download_url()
     )
     assert json.loads(_read("sdk/nodejs/package.json"))["pulumi"]["server"] == plugin_download_url()
+    for sdk in ("sdk/go/togetherrl", "sdk/dotnet"):
+        assert json.loads(_read(f"{sdk}/pulumi-plugin.json"))["server"] == plugin_download_url(), sdk
     pages = [
         "README.md",
         "CHANGELOG.md",
@@ -129,6 +137,12 @@ def _set_json(path: Path, field: str, value: str) -> None:
         ("sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json", "version"),
         ("sdk/nodejs/package.json", "version"),
         ("sdk/nodejs/package.json", "pulumi.version"),
+        ("sdk/go/togetherrl/pulumi-plugin.json", "version"),
+        ("sdk/go/togetherrl/internal/pulumiUtilities.go", "semver.MustParse"),
+        ("sdk/java/build.gradle", "version"),
+        ("sdk/dotnet/pulumi-plugin.json", "version"),
+        ("sdk/dotnet/version.txt", "version"),
+        ("sdk/dotnet/PulumiTogetherRl.TogetherRl.csproj", "Version"),
     ],
 )
 def test_dist_refuses_sdks_of_another_version_in_one_sentence(tmp_path, relative, field):
@@ -141,8 +155,12 @@ def test_dist_refuses_sdks_of_another_version_in_one_sentence(tmp_path, relative
         text = path.read_text()
         assert text.count(f'VERSION = "{__version__}"') == 1
         path.write_text(text.replace(f'VERSION = "{__version__}"', 'VERSION = "0.0.9"'))
-    else:
+    elif relative.endswith(".json"):
         _set_json(path, field, "0.0.9")
+    else:  # the version is the only one these files say (the Go SDK's twice: for resources and invokes)
+        text = path.read_text()
+        assert __version__ in text
+        path.write_text(text.replace(__version__, "0.0.9"))
     with pytest.raises(SystemExit) as refused:
         dist.check_versions(__version__, root)
 
@@ -161,3 +179,29 @@ def test_dist_refuses_sdks_that_carry_no_version(tmp_path):
     assert "sdk/python/pulumi_together_rl_sdk/pulumi-plugin.json version is missing" in str(
         refused.value.code
     )
+
+
+def test_the_release_workflow_carries_every_sdk_after_the_github_release():
+    """Each SDK's artifact is published by a job of its own, after the GitHub release its `server` names (which
+    uploads every file of dist/), and the release is marked latest only after every publishing job; the channels
+    that need credentials the repository may not have (Maven Central, NuGet) are opt-in, never failed."""
+    workflow = yaml.safe_load(_read(".github/workflows/release.yml"))
+    jobs = workflow["jobs"]
+    scripts = {
+        name: "\n".join(step.get("run", "") for step in job.get("steps", [])) for name, job in jobs.items()
+    }
+    assert "dist/*" in scripts["github-release"]
+    carried = {
+        "pypi-sdk": "dist/pulumi_together_rl_sdk-",
+        "npm": "dist/pulumi-together-rl-sdk-",
+        "go-tag": "refs/tags/sdk/go/",
+        "maven": "dist/pulumi-together-rl-sdk-java-",
+        "nuget": "dist/pulumi-together-rl-sdk-dotnet-",
+    }
+    for job, artifact in carried.items():
+        assert artifact in scripts[job], job
+        assert jobs[job]["needs"] == "github-release", job
+    assert jobs["maven"]["if"] == "vars.PUBLISH_JAVA == 'true'"
+    assert jobs["nuget"]["if"] == "vars.PUBLISH_DOTNET == 'true'"
+    assert set(jobs["latest"]["needs"]) == set(carried)
+    assert jobs["latest"]["if"] == "${{ !failure() && !cancelled() }}"

@@ -38,6 +38,21 @@ PYTHON_PACKAGE = "pulumi_together_rl_sdk"
 NODE_PACKAGE = "@pulumi-together-rl/sdk"
 """The generated TypeScript SDK's package (the default, ``@pulumi/together-rl``, is Pulumi's own scope)."""
 
+GO_PACKAGE = "togetherrl"
+"""The generated Go SDK's package, in the module ``github.com/<repository>/sdk/go`` (:func:`go_module`)."""
+
+JAVA_BASE_PACKAGE = "io.github.pulumitogetherrl"
+"""The generated Java SDK's package prefix (its package is ``<this>.togetherrl``) and Maven groupId. Not the
+default ``com.pulumi``, Pulumi's own; a Java name takes no hyphen, so not the GitHub owner as it is spelled."""
+
+JAVA_PULUMI_VERSION = "1.36.1"
+"""``com.pulumi:pulumi``, the Java SDK the generated one depends on: a version Maven Central serves (the
+release tier compiles sdk/java against it)."""
+
+CSHARP_ROOT_NAMESPACE = "PulumiTogetherRl"
+"""The generated .NET SDK's root namespace and NuGet package prefix (``PulumiTogetherRl.TogetherRl``). Not the
+default ``Pulumi``, which would give ``Pulumi.TogetherRl``: NuGet's ``Pulumi.`` prefix is Pulumi's own."""
+
 DISTRIBUTION = "pulumi-together-rl"
 """This package's distribution: its metadata names the project's repository (pyproject.toml's [project.urls])."""
 
@@ -361,6 +376,16 @@ def plugin_download_url() -> str:
     return f"github://api.github.com/{repository()}"
 
 
+def logo_url() -> str:
+    """The package's logo, docs/logo.png of the repository's main branch (the Registry and NuGet show it)."""
+    return f"https://raw.githubusercontent.com/{repository()}/main/docs/logo.png"
+
+
+def go_module() -> str:
+    """The Go SDK's module: sdk/go of the repository, so a Go tag ``sdk/go/v<version>`` releases it."""
+    return f"github.com/{repository()}/sdk/go"
+
+
 @functools.cache
 def package_schema() -> dict[str, Any]:
     """The whole package schema (``pulumi package get-schema`` prints it)."""
@@ -381,9 +406,16 @@ def package_schema() -> dict[str, Any]:
         "version": __version__,
         "description": "Together AI post-training (RL) infrastructure: model resources (GPUs with a frozen base "
         "model, billed while READY) and the training sessions on them.",
-        "keywords": ["together", "rl", "post-training", "category/cloud"],
+        # category/ and kind/ keywords place the package in the Pulumi Registry's listing (kind/native: a provider
+        # of its own, not a component or a bridged Terraform provider).
+        "keywords": ["together", "rl", "post-training", "category/cloud", "kind/native"],
         "license": "Apache-2.0",
+        "publisher": repository().split("/")[0],
+        "homepage": f"https://github.com/{repository()}",
         "repository": f"https://github.com/{repository()}",
+        # docs/logo.png on the main branch. The .NET generator fetches it into its SDK (scripts/gen-sdk.sh gives
+        # it the file of this checkout instead, offline).
+        "logoUrl": logo_url(),
         "pluginDownloadURL": plugin_download_url(),
         "config": {"variables": CONFIG},
         "provider": {"description": "The Together RL provider.", "inputProperties": CONFIG},
@@ -393,6 +425,15 @@ def package_schema() -> dict[str, Any]:
         "language": {
             "python": {"packageName": PYTHON_PACKAGE, "respectSchemaVersion": True},
             "nodejs": {"packageName": NODE_PACKAGE, "respectSchemaVersion": True},
+            # The Go module is sdk/go of the repository (tagged sdk/go/v<version>), its package togetherrl.
+            "go": {"importBasePath": f"{go_module()}/{GO_PACKAGE}", "respectSchemaVersion": True},
+            # com.pulumi:pulumi named so that build.gradle pins the version tests/e2e compiles against.
+            "java": {
+                "basePackage": JAVA_BASE_PACKAGE,
+                "buildFiles": "gradle",
+                "dependencies": {"com.pulumi:pulumi": JAVA_PULUMI_VERSION},
+            },
+            "csharp": {"rootNamespace": CSHARP_ROOT_NAMESPACE, "respectSchemaVersion": True},
         },
     }
 
