@@ -215,10 +215,13 @@ class Outcome:
     transcript: str = ""
     before: bool = False
     """Killed right before the k-th write instead of right after it."""
+    provider_only: bool = False
+    """The provider process alone was killed (its CLI lived on), not its whole machine."""
 
     @property
     def point(self) -> str:
-        return f"{'before' if self.before else 'after'} write {self.k} ({self.write})"
+        alone = ", the provider alone" if self.provider_only else ""
+        return f"{'before' if self.before else 'after'} write {self.k} ({self.write}{alone})"
 
 
 class Lab:
@@ -244,11 +247,12 @@ class Lab:
 
 
 def killed_up(
-    runner: Runner, log: Path, k: int | None, *, before: bool = False
+    runner: Runner, log: Path, k: int | None, *, before: bool = False, provider_only: bool = False
 ) -> tuple[Result | None, Write | None]:
     """``pulumi up`` with the shim on its ``PYTHONPATH``: counted; ``k``: its provider frozen right after its
     k-th write (``before``: right before it) and the machine SIGKILLed then (the write, and None for a result),
-    or the up's result when it ended before a k-th write."""
+    or the up's result when it ended before a k-th write. ``provider_only``: the provider SIGKILLs itself there
+    and its CLI lives on (the OOM killer's way): the up is let finish as it does."""
     mark = log.with_suffix(".mark")
     saved = dict(runner.env)
     runner.env.update(
@@ -256,6 +260,7 @@ def killed_up(
         CRASHPOINT_LOG=str(log),
         CRASHPOINT_MARK=str(mark),
         **({f"CRASHPOINT_KILL_{'BEFORE' if before else 'AT'}": str(k)} if k is not None else {}),
+        **({"CRASHPOINT_SIGNAL": "KILL"} if provider_only else {}),
     )
     try:
         running = runner.start_up()
@@ -274,13 +279,17 @@ def killed_up(
         time.sleep(0.01)
     [line] = [json.loads(text) for text in mark.read_text().splitlines() if text.strip()]
     frozen = Write(**line)
+    if provider_only:
+        running.finish(timeout=KILL_TIMEOUT)  # the CLI sees its plugin gone and ends the up as it does
     runner.kill()  # the machine goes down: the frozen provider, its CLI, the language host, all at once
     if descendants({frozen.pid}):
         raise AssertionError(f"the provider process {frozen.pid} outlived the machine's SIGKILL")
     return None, frozen
 
 
-def crash_at(lab: Lab, store: Store, k: int, expected: str, *, before: bool = False) -> Outcome:
+def crash_at(
+    lab: Lab, store: Store, k: int, expected: str, *, before: bool = False, provider_only: bool = False
+) -> Outcome:
     """The up killed right after its k-th write (``before``: right before it; ``expected``: what that write is),
     then one ``recover``, one ``up`` and the orphan finder, judged."""
     started = time.monotonic()
@@ -290,9 +299,9 @@ def crash_at(lab: Lab, store: Store, k: int, expected: str, *, before: bool = Fa
     colleague = post_by_hand(lab.emulator)
     control.clear_requests()
     log = runner.root / f"writes-{k}.jsonl"
-    finished, frozen = killed_up(runner, log, k, before=before)
+    finished, frozen = killed_up(runner, log, k, before=before, provider_only=provider_only)
     outcome = Outcome(store.name, k, expected, killed=frozen is not None, recovered=False, seconds=0.0)
-    outcome.before = before
+    outcome.before, outcome.provider_only = before, provider_only
     transcript: list[str] = []
     if frozen is None:
         outcome.failures.append(f"the up ended before its write {k}: {finished}")
@@ -340,7 +349,7 @@ def _how(recovered: str, rerun: str) -> str:
         return "taken over"
     if "created" in rerun:
         return "created"
-    return "nothing made"
+    return "the up had nothing to do (recover left the state whole)"
 
 
 def judge(
@@ -437,6 +446,7 @@ def enumerate_store(
     ks: Sequence[int] | None = None,
     *,
     before: bool = True,
+    provider_only: bool = False,
     say: Callable[[str], None] = print,
 ) -> Figures:
     """Count ``store``'s writes, then crash right after each of ``ks`` (default: every one) and, with ``before``,
@@ -451,7 +461,8 @@ def enumerate_store(
         for when in ((False, True) if before else (False,))
     ]
     for k, ahead in points:
-        outcome = crash_at(lab, store, k, writes[k - 1] if k <= len(writes) else "?", before=ahead)
+        expected = writes[k - 1] if k <= len(writes) else "?"
+        outcome = crash_at(lab, store, k, expected, before=ahead, provider_only=provider_only)
         state = "recovered" if outcome.recovered else "FAILED: " + "; ".join(outcome.failures)
         say(f"  {outcome.point}: {'killed' if outcome.killed else 'NOT killed'}, {outcome.how}, {state} "
             f"({outcome.seconds:.1f} s)")  # fmt: skip
@@ -501,6 +512,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stores", default=",".join(STORES), help=f"comma-separated, of {', '.join(STORES)}")
     parser.add_argument("--ks", default="", help="comma-separated write numbers (default: every write)")
     parser.add_argument("--after-only", action="store_true", help="no kills right before a write")
+    parser.add_argument(
+        "--provider-only",
+        action="store_true",
+        help="SIGKILL the provider process alone (its CLI lives on and ends the up), not its whole machine",
+    )
     args = parser.parse_args(argv)
     stores = [s for s in args.stores.split(",") if s]
     ks = [int(k) for k in args.ks.split(",") if k] or None
@@ -516,7 +532,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         lab = Lab(emulator, s3.bucket(), bin_dir, root)
         for name in stores:
             store = _store(name, stack)
-            figures.append(enumerate_store(lab, store, ks, before=not args.after_only))
+            figures.append(
+                enumerate_store(lab, store, ks, before=not args.after_only, provider_only=args.provider_only)
+            )
     print("\ncrash points:")
     for figure in figures:
         print("  " + figure.line())

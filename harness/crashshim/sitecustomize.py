@@ -25,6 +25,12 @@ _lock = threading.RLock()
 _count = [0]
 
 
+def _stop() -> None:
+    """Frozen (SIGSTOP) for the harness to SIGKILL with its machine; or, with ``CRASHPOINT_SIGNAL=KILL``, SIGKILLed
+    here and now, the process alone (the OOM killer's way): its CLI lives on and sees its plugin die."""
+    os.kill(os.getpid(), signal.SIGKILL if os.environ.get("CRASHPOINT_SIGNAL") == "KILL" else signal.SIGSTOP)
+
+
 def _append(path: str, line: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
@@ -52,7 +58,7 @@ def _wrap(cls: type, op: str) -> None:
                 line = json.dumps({"pid": os.getpid(), "n": _count[0] + 1, "op": op, "key": key, "landed": False,
                                    "data": body, "before": True}, default=str)  # fmt: skip
                 _append(os.environ["CRASHPOINT_MARK"], line)
-                os.kill(os.getpid(), signal.SIGSTOP)
+                _stop()
             result = inner(self, key, *args, **kwargs)
             _count[0] += 1
             line = json.dumps(
@@ -69,7 +75,7 @@ def _wrap(cls: type, op: str) -> None:
             _append(os.environ["CRASHPOINT_LOG"], line)
             if os.environ.get("CRASHPOINT_KILL_AT") == str(_count[0]):
                 _append(os.environ["CRASHPOINT_MARK"], line)
-                os.kill(os.getpid(), signal.SIGSTOP)  # frozen: the harness SIGKILLs it (and its machine) now
+                _stop()
             return result
 
     write.__wrapped__ = inner  # type: ignore[attr-defined]
