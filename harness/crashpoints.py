@@ -295,7 +295,8 @@ def crash_at(
     started = time.monotonic()
     control = lab.emulator.control
     control.reset()
-    runner = lab.runner(store, f"crash-{store.name}-{k}")
+    when = ("before" if before else "after") + ("-alone" if provider_only else "")
+    runner = lab.runner(store, f"crash-{store.name}-{when}-{k}")  # a stack of its own for each crash point
     colleague = post_by_hand(lab.emulator)
     control.clear_requests()
     log = runner.root / f"writes-{k}.jsonl"
