@@ -53,7 +53,12 @@ A create (:mod:`.transaction`):
    ``pulumi state delete`` also leave done entries whose objects the state does not hold), so ``recover`` reads
    the state, finds the declaration's newest entry done with an id the state does not hold, and reopens it; the
    next ``pulumi up`` takes it over by id. When the provider sees its engine go first (:mod:`..lifeline`), its
-   last write is instead *the release with a note* (the id kept, not done): dies after, as 3.
+   last write is instead *the release with a note* (the id kept, not done): dies after, as 3. **Not covered**:
+   the provider process dying alone right after *done* (the OOM killer; its CLI lives on). The engine then
+   records a failed create, not a pending one, so ``recover`` has nothing to reopen, and the next ``pulumi up``
+   creates a second object. The first is named by its done entry, and the orphan finder reports it ("its create
+   ... finished ... but no given state holds it"). ``make crashpoints CRASHPOINTS_ARGS=--provider-only`` shows
+   it. Taking a done entry over is no fix: ``--replace`` and ``state delete`` leave done entries too.
 
 A take-over: *its lease taken* (compare-and-swap of the version read, only once the lease ran out or its process
 is provably gone). Dies after: the entry as it was, its lease held by a dead process: taken again. Then 3 (a
