@@ -1,6 +1,6 @@
 """The release tier's slice of the crash-point enumeration (:mod:`harness.crashpoints`; the whole of it is ``make
 crashpoints``): a one-resource `pulumi up` through the real CLI, its provider process SIGKILLed (with its CLI, a
-machine going down) right after the create journal's write that each case names, on this machine's journal
+machine going down) right before or right after the create journal's write that each case names, on this machine's journal
 folder (the one store where a killed run's lease is seen dead at once, by its ``flock``: no lease to wait out).
 
 The points chosen are the create's own, where the order matters (the five writes of the store's first-use probe
@@ -9,8 +9,9 @@ before them only ever leave a stray probe):
 * **right before write 7**, the id: the POST was answered and the answer is lost. ``recover`` clears the pending
   create, the entry keeping the POST's window, and the next run takes over the one object made inside that window
   that no record accounts for, never the colleague's look-alike made before it;
-* **right after write 7**, the id in the entry (before its claim): ``recover`` imports it, and the next run takes
-  it over by id. In the old order (the claim first) write 7 was the claim;
+* **right after write 7**, the id in the entry (before its claim): ``recover`` hands it to the engine
+  (``--import-pending-creates``), and the next run takes it over by id. In the old order (the claim first) write 7
+  was the claim;
 * **right after write 9**, done: the engine never got the answer. ``recover`` reopens the entry and hands its id
   to the engine.
 
