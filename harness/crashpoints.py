@@ -324,7 +324,9 @@ def crash_at(
         outcome.write = at[k - 1] if len(at) >= k else outcome.write
         pids = {w.pid for w in read_log(log)} - {frozen.pid}
         if pids:
-            outcome.failures.append(f"writes came from processes beside the killed provider {frozen.pid}: {pids}")
+            outcome.failures.append(
+                f"writes came from processes beside the killed provider {frozen.pid}: {pids}"
+            )
         recovered = runner.module("recover", "--stack", runner.name, "--force")
         transcript.append(f"$ recover -> {recovered.returncode}\n{recovered.output}")
         if recovered.returncode != 0:
