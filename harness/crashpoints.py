@@ -51,6 +51,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -289,7 +290,12 @@ def killed_up(
     frozen = Write(**line)
     if provider_only:
         running.finish(timeout=KILL_TIMEOUT)  # the CLI sees its plugin gone and ends the up as it does
-    runner.kill()  # the machine goes down: the frozen provider, its CLI, the language host, all at once
+    else:
+        # The CLI first, so that nothing it could record (a plugin gone, a failed create) is recorded: the machine
+        # goes down with the provider frozen right at its crash point.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(running.pid, signal.SIGKILL)
+    runner.kill()  # the machine goes down: the frozen provider, the language host, all at once
     if descendants({frozen.pid}):
         raise AssertionError(f"the provider process {frozen.pid} outlived the machine's SIGKILL")
     return None, frozen

@@ -29,12 +29,14 @@ def _stop() -> None:
     """Frozen (SIGSTOP) for the harness to SIGKILL with its machine; or, with ``CRASHPOINT_SIGNAL=KILL``, SIGKILLed
     here and now, the process alone (the OOM killer's way): its CLI lives on and sees its plugin die.
 
-    A frozen process that is continued dies at once: when the harness's SIGKILL reaches its CLI first, the kernel
-    sends the provider's process group (orphaned, with a stopped member) SIGHUP and SIGCONT, and a provider that
-    ran on, even for a moment, could make one more write before its own SIGKILL lands (seen: 1 kill in 10)."""
-    if os.environ.get("CRASHPOINT_SIGNAL") != "KILL":
+    A frozen process that is continued stops again at once, and SIGHUP is ignored (:func:`_install`): when the
+    machine's SIGKILLs orphan the provider's process group, the kernel sends it SIGHUP and SIGCONT, and a provider
+    that ran on or died then, before its own SIGKILL, would do what the crash point is not (a write, a death its
+    CLI could still see)."""
+    if os.environ.get("CRASHPOINT_SIGNAL") == "KILL":
+        os.kill(os.getpid(), signal.SIGKILL)
+    while True:
         os.kill(os.getpid(), signal.SIGSTOP)
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _append(path: str, line: str) -> None:
@@ -102,4 +104,9 @@ def _install() -> None:
 
 
 if os.environ.get("CRASHPOINT_LOG"):
+    if (
+        os.environ.get("CRASHPOINT_SIGNAL") != "KILL"
+        and threading.current_thread() is threading.main_thread()
+    ):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # see _stop: set here, where the main thread runs
     _install()
