@@ -13,8 +13,9 @@ never bills a second GPU and never touches another owner's object, whatever writ
    declared object made by hand first (another owner's), then the ``pulumi up`` whose provider stops itself right
    after its k-th write (SIGSTOP inside the write's lock: nothing of it runs after that write; or right before
    it: the store as after write k-1, and what the process did since, a POST answered say, lost), and the harness
-   SIGKILLs the machine at once (the CLI, the language host, the provider: :meth:`~harness.runner.Runner.kill`,
-   a CI runner lost), which leaves what a killed CLI leaves (the stack's lock, a pending create). Then what comes
+   SIGKILLs the machine at once (the CLI first, then the language host and the provider:
+   :meth:`~harness.runner.Runner.kill`, a CI runner lost), which leaves what a killed CLI leaves (the stack's lock,
+   a pending create). Then what comes
    next, on that machine (the local journal is its own): one ``python -m pulumi_together_rl recover --stack S
    --force`` (``--force``: the harness has just killed that run, so its young lock is no run at work), one
    ``pulumi up``, and the orphan finder (``python -m pulumi_together_rl orphans --stack S``).
