@@ -183,12 +183,16 @@ def _local(runner: Runner, root: Path) -> None:
 
 def _file_url(runner: Runner, root: Path) -> None:
     _file_backend(runner, root)
-    shared = root / "shared-journal"
+    shared = root / "journals" / runner.name  # each crash point's own (see _s3)
     shared.mkdir(mode=0o700, parents=True, exist_ok=True)
     runner.env["TOGETHER_RL_JOURNAL_URL"] = f"file://{shared}"
 
 
 def _s3(runner: Runner, root: Path) -> None:
+    # Each crash point's state (and so its journal, beside it) under a prefix of its own: one journal shared by
+    # the points would hold the entries of earlier points' killed creates of the same request, whose open POST
+    # windows (the emulator forgets their objects between points) rightly make a later point's match ambiguous.
+    runner.bucket = dataclasses.replace(runner.bucket, prefix=f"state-{runner.name}")
     runner.login()  # the stack's state in the bucket; the journal beside it, found without configuration
 
 
@@ -196,7 +200,7 @@ def _azure(container: Any) -> Callable[[Runner, Path], None]:
     def setup(runner: Runner, root: Path) -> None:
         _file_backend(runner, root)
         runner.env.update(container.env)
-        runner.env["TOGETHER_RL_JOURNAL_URL"] = container.url
+        runner.env["TOGETHER_RL_JOURNAL_URL"] = container.store_url(f"journal-{runner.name}")  # see _s3
 
     return setup
 
