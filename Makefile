@@ -9,7 +9,7 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: help uv sync cli sdk dist yaml-host demo check test test-cli test-release acceptance typecheck bench chaos lint format importtime clean
+.PHONY: help uv sync cli sdk dist yaml-host demo check test test-cli test-release acceptance typecheck bench chaos crashpoints lint format importtime clean
 
 help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
@@ -24,6 +24,7 @@ help:
 	@echo "make dist        # a release's artifacts in dist/: wheel, sdist, plugin archives, the SDKs' packages, SHA256SUMS"
 	@echo "make yaml-host   # provide the pinned Pulumi YAML language host (scripts/pulumi-yaml.sh) and print its folder"
 	@echo "make bench       # how the provider waits (overshoot, requests, 2 + 16 / 4 + 20 convergence) next to the together SDK"
+	@echo "make crashpoints # a one-resource up killed right before and after each create journal write, per store, then recover + up, judged"
 	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI, +3 runner cases), audited"
 	@echo "make lint        # ruff"
 	@echo "make mypy        # mypy: the package at its defaults, the core (resources, client, journal ...) as --strict"
@@ -104,6 +105,12 @@ bench: sync
 chaos: sync
 	@bin="$$(bash scripts/pulumi-cli.sh)" || { bin=""; echo "make chaos: no Pulumi CLI; the CLI cycles will not run" >&2; }; \
 	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen python scripts/chaos.py --cycles 50 --cli-cycles 2 --runner-cycles 3 $(CHAOS_ARGS)
+
+# The crash-point enumeration (harness/crashpoints.py, docs/development.md "Crash points"): every write of a create on
+# each store, the real provider and CLI SIGKILLed there; CRASHPOINTS_ARGS narrows it (--stores s3 --ks 6,7).
+crashpoints: sync
+	@bin="$$(bash scripts/pulumi-cli.sh)" || { echo "make crashpoints: no Pulumi CLI" >&2; exit 2; }; \
+	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen python -m harness.crashpoints $(CRASHPOINTS_ARGS)
 
 importtime: sync
 	$(UV) run --frozen python scripts/importtime.py

@@ -24,20 +24,26 @@ the declaration, recorded in the state or taken over by id, and touches nothing 
 
 A create (:mod:`.transaction`):
 
-1. *the probe* (once per process and journal: create-if-absent, a swap on the current version, a refused swap on
-   a stale one, a remove, under ``probes/``). Dies after any: a stray probe, no entry, nothing sent. The next run
-   POSTs; ``recover`` finds no entry in the stack's journal and clears the pending create (a create writes its
-   entry before its POST).
+1. *the probe* (once per process and journal, five writes under ``probes/``: a create-if-absent, a second one
+   that must be refused, a swap on the current version, a refused swap on the now stale one, a remove). Dies after
+   any: a stray probe, no entry, nothing sent. The next run POSTs; ``recover`` finds no entry in the stack's journal
+   and clears the pending create (a create writes its entry before its POST) when that journal is shared; when it
+   is this machine's folder it leaves the pending create and says why (another machine's run, whose journal it
+   cannot read, may have made something): the next ``pulumi up`` creates the one object all the same.
 2. *the entry*, created if absent with the snapshot and the first send, before the POST (and the send stamped
    again, a swap, when the store took more than a few seconds to take it: the POST's window must hold what the
    POST makes). Dies after: an entry with a POST window and no id, its lease held by a dead process. The next run
    waits out the lease (or sees the process gone), takes the entry by compare-and-swap, and looks for the one
    object made inside that window that no record accounts for: found, taken; none, the entry is kept (its window
    is past) and a new POST goes out; several, nothing is taken or sent and the error names them.
-3. *the id*, written into the entry the moment the POST answers. Dies after: the entry names the object; its
-   claim is missing. The next run takes it over by id (held to the declaration with the server's defaults
-   filled in) and writes the claim.
-4. *the claim* ``claims/<api>/<id>``, created if absent, naming the entry. Dies after: as 3, the claim in place.
+3. *the id*, written into the entry the moment the POST answers (one swap: the id, the answer's time, state
+   created). Dies after: the entry names the object; its claim is missing. ``recover`` hands the id to the
+   engine (``--import-pending-creates``); the next run takes it over by id (held to the declaration with the
+   server's defaults filled in) and writes the claim. A POST that ends with no id writes *its answer* instead
+   (the window closed; ``refused`` when the API itself said it failed): dies after, as 2 with a narrower
+   window.
+4. *the claim* ``claims/<api>/<id>``, created if absent, naming the entry (or, when a claim there proves nothing,
+   swapped to name it). Dies after: as 3, the claim in place.
    The claim comes after the id so that no moment exists where a claim names an entry that does not record its
    id (that moment, in the other order, made the next run exclude its own object and POST a second one); a claim
    that proves nothing (its entry gone or recording another id) makes a match ambiguous, never excluded.
@@ -46,24 +52,43 @@ A create (:mod:`.transaction`):
    pending create and no object; a done entry is never taken over by a create (``pulumi up --replace`` and a
    ``pulumi state delete`` also leave done entries whose objects the state does not hold), so ``recover`` reads
    the state, finds the declaration's newest entry done with an id the state does not hold, and reopens it; the
-   next ``pulumi up`` takes it over by id.
+   next ``pulumi up`` takes it over by id. When the provider sees its engine go first (:mod:`..lifeline`), its
+   last write is instead *the release with a note* (the id kept, not done): dies after, as 3. **Not covered**:
+   the provider process dying alone right after *done* (the OOM killer; its CLI lives on). The engine then
+   records a failed create, not a pending one, so ``recover`` has nothing to reopen, and the next ``pulumi up``
+   creates a second object. The first is named by its done entry, and the orphan finder reports it ("its create
+   ... finished ... but no given state holds it"). ``make crashpoints CRASHPOINTS_ARGS=--provider-only`` shows
+   it. Taking a done entry over is no fix: ``--replace`` and ``state delete`` leave done entries too.
 
 A take-over: *its lease taken* (compare-and-swap of the version read, only once the lease ran out or its process
 is provably gone). Dies after: the entry as it was, its lease held by a dead process: taken again. Then 3 (a
 match's id), 4, 5 and 6 as above, on that entry.
 
-A failed create: the object stopped first, then *the entry removed* (its claim first, when the claim names it).
-Dies between: the entry names a stopped object; the next run finds it ended and removes the entry.
+A failed create: the object stopped first, then *the claim removed* (when it names the entry), then *the entry
+removed*. Dies between: the entry names a stopped object (its claim gone or not); the next run finds it ended
+and removes the entry. An adopt (``adopt_id``) resolves the declaration's interrupted creates that got no answer:
+each *taken* then *removed*; dies between, as a prune.
 
 Lost leases: a holder whose compare-and-swap fails has lost the entry to a run that took it over (paused past
 its lease, cut off from the store); it writes nothing to that entry again, marks nothing done and stops nothing;
 an id it learns afterwards goes to a new entry of its own (released), so that it is never lost.
 
-``recover`` (:mod:`.recovery`): *a note* on the declaration's newest unfinished entry (and *a reopen* of a done
-one): each one compare-and-swap that takes and releases the entry. Dies after: the entry as it was, or
-reopened: the next ``recover`` or ``pulumi up`` reads it the same way.
+``recover`` (:mod:`.recovery`), in this order: *the stack's lock removed* (``pulumi cancel``), then *a note* on
+the declaration's newest unfinished entry (or *a reopen* of a done one: each a take and a release, one
+compare-and-swap each), then *the one refresh* that imports the ids and clears the pending creates, then *done*
+on an entry whose id the state now holds. Dies after any: the pending create is still in the state and the entry
+as it was, noted or reopened; the next ``recover`` decides the same way (a note changes no decision, and a
+reopened entry's id is imported as the done one's would have been), and the next ``pulumi up`` takes the id over
+either way.
 
 ``prune`` (:func:`.leases.prune`, at most once a minute per process; ``journal prune NAME``): *a lease taken*
 then *the entry removed*, only for entries no lease holds whose last write, on the store's clock, is older than
-their age limit. Dies between: a taken entry, read as before by the next pruning.
+their age limit. Dies between: a taken entry, read as before by the next pruning. (``journal dismiss NAME`` is
+one such take and a release marking it dismissed.)
+
+**Proved at every crash point.** ``make crashpoints`` (:mod:`harness.crashpoints`, docs/development.md's "Crash
+points") counts the writes of a one-resource ``pulumi up`` on each store (this machine's folder, ``file://``, S3,
+Azure Blob), then for every k kills the real provider process (and its CLI) right after its k-th write and runs
+one ``recover`` and the next ``pulumi up``: one object, recorded or taken over by id, a colleague's look-alike
+untouched, nothing billed that no state names.
 """
