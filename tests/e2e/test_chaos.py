@@ -1,18 +1,24 @@
 """Short runs of the seeded fault campaign (scripts/chaos.py), as subprocesses: `make chaos` runs the long one.
 
-Seed 1303, cycles 0-3, the team cases included:
+Seed 956, cycles 0-3, the team cases included (`scripts/chaos.py --seed 956 --cycles 4 --dry-run` prints the
+plans):
 
-* cycle 0: twins (two identical model resources and two identical sessions in one stack) whose engine is
-  SIGKILLed and left a zombie while both twin sessions' POSTs are in flight: the provider takes the zombie for
-  gone, lets the POSTs answer, leaves both creates with their ids for the next run and exits on its own; the next
-  `up` takes both sessions over; a 500, act-then-fail stops, an outage;
-* cycle 1: a colleague's look-alike model resource POSTed (with his own key of the same user) while the stack's
-  create of the same request is in flight and acts then fails, and another look-alike session at a random
-  moment; both lists poisoned with unreadable items; an out-of-band stop of a session between two ups;
-* cycle 2: 429 with Retry-After, 5xx, dropped connections, act-then-fail stops, a refused create, list lag;
-* cycle 3: two stacks with one request (two processes, one journal folder, concurrently), the first one's engine
-  killed (a zombie) while its session waits for RUNNING, and its provider killed while the next up takes it over;
-  a colleague's look-alike session just after the kill, another resource at a random moment; poisoned lists.
+* cycles 0 and 1: two stacks with one request (two processes, one journal folder, concurrently), the first one's
+  provider SIGKILLed while a POST is in flight (the model resource's in cycle 0, with two sessions; a session's in
+  cycle 1), and killed again while the next up takes that object over; 429s (with Retry-After in cycle 1), dropped
+  connections, latency;
+* cycle 2: twins (two identical model resources and two identical sessions in one stack) whose engine is
+  SIGKILLed and left a zombie while the model resources wait for READY: the provider must take the zombie for gone
+  and exit on its own, and the next `up` take its creates over; a colleague's look-alike model resource POSTed
+  (with his own key of the same user) just after the kill; the model resources' list poisoned with unreadable
+  items; act-then-500 creates, 429 with Retry-After, 504;
+* cycle 3: twins again, the engine killed (a zombie) while the sessions wait for RUNNING; a colleague's look-alike
+  model resource at a random moment; the sessions' list poisoned; 500s, latency, list lag.
+
+Seed 1303 drew a kill during a take-over only in a cycle whose colleague's look-alike session could land in the
+killed create's window, which then rightly made the take-over refuse ("none can be proven this create's"): the
+kill during the take-over came or not with the timing. In seed 956 no look-alike of the killed kind is made in
+the cycles of the take-over kills.
 
 Seed 98, cycle 0, cross-backend: two stacks of the same project, stack and resource names (equal owners) in two
 backends (their own PULUMI_BACKEND_URL), one journal folder; the first one's provider SIGKILLed while its model
@@ -93,7 +99,7 @@ def _campaign(*args: str, timeout: float = 360) -> tuple[dict[str, int], str]:
 
 
 def test_a_short_seeded_fault_campaign_with_a_team_on_one_account_leaves_nothing_wrong():
-    figures, report = _campaign("--seed", "1303", "--cycles", "4")
+    figures, report = _campaign("--seed", "956", "--cycles", "4")
 
     assert figures["cycles"] == 4, report
     # The team cases and the new faults really ran (counted from the emulator's state and the kills made).
