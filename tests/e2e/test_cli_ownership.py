@@ -72,9 +72,12 @@ def kill_provider_during(stack, emulator, *, created: int = 1, when=None, what: 
     wait_until(lambda: not provider_pids(state_dir, stack.face), 60, "the old provider to exit")
 
 
-def posting(stack) -> bool:
-    """Whether ``stack``'s model-resource create has sent its POST and has no answer yet."""
-    return any(
+def posting(stack, emulator, fault: str) -> bool:
+    """Whether ``stack``'s model-resource create has sent its POST and has no answer yet: its entry records the
+    send (written before the POST goes out) and the emulator holds the POST in ``fault``'s latency (a kill between
+    the two would leave no POST at all)."""
+    arrived = any(f["id"] == fault and f["fired"] for f in emulator.control.faults())
+    return arrived and any(
         e.kind == "model resource" and e.sends and not e.id
         for e in entries(stack.env["TOGETHER_RL_STATE_DIR"])
     )
@@ -221,9 +224,11 @@ def test_two_stacks_with_the_same_request_each_keep_their_own(cli_stack, emulato
     emulator.control.configure(timings={"resource_pending": 1.0})
     a = cli_stack("sweep", face=face, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
     b = cli_stack("sweep", face=face, TOGETHER_RL_STATE_DIR=shared).init({"sessions": 1, "loraRanks": [8]})
-    emulator.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=6.0, times=1)
+    fault = emulator.control.add_fault(
+        method="POST", path=f"^{RESOURCES}$", status=None, latency=6.0, times=1
+    )
 
-    kill_provider_during(a, emulator, when=lambda: posting(a), what="A's POST to be sent")
+    kill_provider_during(a, emulator, when=lambda: posting(a, emulator, fault), what="A's POST to be sent")
     b.up()
     wait_until(lambda: len(resources(emulator)) == 2, 30, "A's delayed POST to land")
     assert "sweep-gpu" not in a.resources()
@@ -248,9 +253,11 @@ def test_a_look_alike_posted_by_hand_at_the_same_moment_is_never_taken(cli_stack
     face = PLUGIN
     emulator.control.configure(timings={"resource_pending": 1.0})
     a = cli_stack("sweep", face=face).init({"sessions": 1, "loraRanks": [8]})
-    emulator.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=None, latency=4.0, times=1)
+    fault = emulator.control.add_fault(
+        method="POST", path=f"^{RESOURCES}$", status=None, latency=4.0, times=1
+    )
 
-    kill_provider_during(a, emulator, when=lambda: posting(a), what="A's POST to be sent")
+    kill_provider_during(a, emulator, when=lambda: posting(a, emulator, fault), what="A's POST to be sent")
     colleagues = post_by_hand(emulator, REQUEST)
     wait_until(lambda: len(resources(emulator)) == 2, 30, "A's delayed POST to land")
     before = {r["id"] for r in resources(emulator)}
@@ -272,9 +279,9 @@ def test_a_post_the_api_answered_as_failed_never_hands_the_stack_a_colleagues_gp
     """No interrupt at all: the API answers the stack's POST with its own 503 while a colleague's identical POST
     lands. The stack's `up` names the colleague's GPU and takes nothing, and its `destroy` stops nothing of it."""
     stack = cli_stack(SWEEP).init({"sessions": 1, "loraRanks": [8]})
-    emulator.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=503, latency=3.0, times=1)
+    fault = emulator.control.add_fault(method="POST", path=f"^{RESOURCES}$", status=503, latency=3.0, times=1)
     process = stack.popen("up", "--yes", "--skip-preview")
-    wait_until(lambda: posting(stack), 120, "the stack's POST to be sent")
+    wait_until(lambda: posting(stack, emulator, fault), 120, "the stack's POST to be sent")
     colleagues = post_by_hand(emulator, REQUEST)
     out, err = process.communicate(timeout=300)
 
