@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -346,3 +347,26 @@ def processes_of(stack: CLIStack) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def policy_pack(tmp_path: Path, settings: dict[str, Any]) -> tuple[Path, Path]:
+    """The policy pack as a user makes it (``python -m pulumi_together_rl policy-pack FOLDER --venv``, this
+    checkout's venv) in ``tmp_path/policy``, and ``settings`` written as its config file: (folder, config file),
+    for ``pulumi preview --policy-pack FOLDER --policy-pack-config FILE``."""
+    folder = tmp_path / "policy"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pulumi_together_rl",
+            "policy-pack",
+            str(folder),
+            "--venv",
+            str(ROOT / ".venv"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    file = folder / "settings.json"
+    file.write_text(json.dumps(settings))
+    return folder, file

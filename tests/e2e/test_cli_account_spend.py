@@ -13,13 +13,10 @@ naming is the same code's, shown through the CLI once; a second pair of `up`s wo
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
-from harness.cli import writes
+from harness.cli import policy_pack, writes
 from harness.faces import DYNAMIC
 from pulumi.dynamic import Config, ConfigureRequest
 
@@ -67,26 +64,6 @@ def _other_stacks(emulator, project: str, names: tuple[str, str], cli_stack=None
         finally:
             emulator.control.configure(user_id="user_emulator")
     return stacks
-
-
-def _pack(tmp_path: Path, settings: dict) -> tuple[Path, Path]:
-    folder = tmp_path / "policy"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pulumi_together_rl",
-            "policy-pack",
-            str(folder),
-            "--venv",
-            str(ROOT / ".venv"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    file = folder / "settings.json"
-    file.write_text(json.dumps(settings))
-    return folder, file
 
 
 def test_a_preview_says_the_accounts_spend_and_the_cap_fails_it(
@@ -144,7 +121,9 @@ def test_a_preview_says_the_accounts_spend_and_the_cap_fails_it(
     if face is not DYNAMIC:
         stack.destroy()
         return
-    folder, settings = _pack(tmp_path, {"together-rl-account-budget": {"max_account_price_per_hour": 55}})
+    folder, settings = policy_pack(
+        tmp_path, {"together-rl-account-budget": {"max_account_price_per_hour": 55}}
+    )
     judged = stack.preview("--policy-pack", str(folder), "--policy-pack-config", str(settings), check=False)
 
     assert judged.returncode != 0, str(judged)

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from harness.cli import ESTIMATE, active, writes
+from harness.cli import ESTIMATE, active, policy_pack, writes
 
 from pulumi_together_rl.client import TogetherRL
 from pulumi_together_rl.client.models import ModelResourceCreateRequest
@@ -178,26 +176,6 @@ def test_preview_shows_each_model_resources_price_and_the_ceiling_fails_it(cli_s
 # ------------------------------------------------------------------------------------------- policy pack
 
 
-def _pack(tmp_path: Path, config: dict) -> tuple[Path, Path]:
-    folder = tmp_path / "policy"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pulumi_together_rl",
-            "policy-pack",
-            str(folder),
-            "--venv",
-            str(ROOT / ".venv"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    settings = folder / "settings.json"
-    settings.write_text(json.dumps(config))
-    return folder, settings
-
-
 def test_the_policy_pack_enforces_the_budget_and_reports_the_total(cli_stack, project, emulator, tmp_path):
     stack = _stack(
         cli_stack,
@@ -205,7 +183,7 @@ def test_the_policy_pack_enforces_the_budget_and_reports_the_total(cli_stack, pr
         emulator,
         resources=[{"name": "small", "base_model": SMALL}, {"name": "big", "base_model": BIG}],
     )  # 11.00 + 33.00 (4 trainer GPUs + 2 for the generator replica) = 44.00 USD/h
-    over, over_config = _pack(tmp_path, {"together-rl-budget": {"max_price_per_hour": 40}})
+    over, over_config = policy_pack(tmp_path, {"together-rl-budget": {"max_price_per_hour": 40}})
 
     result = stack.preview("--policy-pack", str(over), "--policy-pack-config", str(over_config), check=False)
 
@@ -226,7 +204,7 @@ def test_the_policy_pack_refuses_six_sessions_on_one_lora_resource(cli_stack, pr
     stack = _stack(
         cli_stack, project, emulator, resources=[{"name": "gpu", "base_model": SMALL}], sessions=sessions
     )
-    folder, settings = _pack(tmp_path, {})
+    folder, settings = policy_pack(tmp_path, {})
 
     result = stack.preview("--policy-pack", str(folder), "--policy-pack-config", str(settings), check=False)
 
@@ -274,7 +252,7 @@ def test_the_policy_pack_caps_how_far_ahead_a_stack_keeps_a_gpu(cli_stack, proje
     stack = _stack(
         cli_stack, project, emulator, resources=[{"name": "demo", "base_model": SMALL, "keep": keep}]
     )
-    folder, settings = _pack(tmp_path, {})  # the default ceiling: 24 h
+    folder, settings = policy_pack(tmp_path, {})  # the default ceiling: 24 h
 
     result = stack.preview("--policy-pack", str(folder), "--policy-pack-config", str(settings), check=False)
 
@@ -315,7 +293,7 @@ def test_the_policy_pack_judges_the_plugins_resources_too(cli_stack, emulator, t
     (folder / "Pulumi.yaml").write_text(yaml.safe_dump(PLUGIN_PROGRAM))
     stack = cli_stack(folder, face=PLUGIN).init()
     emulator.control.clear_requests()
-    pack, settings = _pack(tmp_path, {"together-rl-budget": {"max_price_per_hour": 40}})
+    pack, settings = policy_pack(tmp_path, {"together-rl-budget": {"max_price_per_hour": 40}})
 
     result = stack.preview("--policy-pack", str(pack), "--policy-pack-config", str(settings), check=False)
 
