@@ -224,3 +224,11 @@ def test_the_longest_wait_for_a_lease_is_a_few_of_the_readers_own(monkeypatch):
     finally:
         held.release()
     assert still and said and said[0] <= journal.WAIT_LEASES * 1.0
+
+
+@pytest.mark.parametrize("lease", ["1", "30", "600"])
+def test_a_lease_is_renewed_often_enough_that_one_failed_renewal_never_loses_it(lease, monkeypatch):
+    """Renewals come at least three times per lease: after one that could not reach the store, the next still lands
+    well inside the lease (test_one_renewal_that_cannot_reach_the_store_keeps_the_lease: the holder keeps it)."""
+    monkeypatch.setenv(journal.ENV_LEASE, lease)
+    assert journal.renew_every() <= journal.lease_seconds() / 3
