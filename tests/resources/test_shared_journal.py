@@ -247,7 +247,14 @@ def test_a_failed_create_whose_journal_cannot_be_reached_stops_nothing_and_says_
             made = wait_until(lambda: [o["id"] for o in active(rig)], 30, "the POST's object")[0]
         else:
             failure = rig.create_resource_failing()
-            made = wait_until(recorded_ids, 30, "the create's id in the bucket")[0]
+            url = bucket.store_url("team")
+            # Recorded: the id in the entry, then its claim (the record step's two writes; the store gone between
+            # them is the claim's own case).
+            made = wait_until(
+                lambda: recorded_ids() if any("claims/" in k for k in bucket_keys(url)) else [],
+                30,
+                "the create's id and its claim in the bucket",
+            )[0]
             server.stop()  # the store goes away mid-create
         rig.control.clear_requests()
         rig.control.fail_next(
