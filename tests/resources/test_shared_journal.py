@@ -369,6 +369,72 @@ def refusing_endpoint():
     server.shutdown()
 
 
+class _ClaimsDenied(BaseHTTPRequestHandler):
+    """The loopback S3 server behind a bucket policy that denies writes under ``claims/`` (S3's own 403): every other
+    request goes through to it unchanged."""
+
+    upstream = ""
+
+    def _forward(self) -> None:
+        import http.client
+
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.command == "PUT" and "/claims/" in self.path:
+            denied = b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+            self.send_response(403)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(denied)))
+            self.end_headers()
+            self.wfile.write(denied)
+            return
+        connection = http.client.HTTPConnection(self.upstream, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
+        connection.request(self.command, self.path, body=body or None, headers=headers)
+        answer = connection.getresponse()
+        data = answer.read()
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() not in ("connection", "transfer-encoding", "content-length", "server", "date"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        connection.close()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_claim_the_store_refuses_leaves_the_id_recorded_in_its_entry_and_says_so(
+    rig, journal_in_bucket, bucket, monkeypatch, capsys
+):
+    """The record step's second write fails alone: the entry records the id, its claim could not be written. The
+    line says that, not that the id went unrecorded (the next run of the declaration would take it over)."""
+    handler = type("Denied", (_ClaimsDenied,), {"upstream": bucket.endpoint})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = journal_in_bucket.replace(bucket.endpoint, f"127.0.0.1:{server.server_address[1]}")
+        assert url != journal_in_bucket
+        monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", url)
+        created = rig.create_resource()
+    finally:
+        server.shutdown()
+        monkeypatch.setenv("TOGETHER_RL_JOURNAL_URL", journal_in_bucket)  # read it straight from the server
+    err = capsys.readouterr().err
+    assert (
+        f"warning: model resource {created.id}: created, and the create journal's entry records its id, but its "
+        "claim of the id could not be written (" in err
+    ), err
+    assert "could not record its id" not in err
+    keys = bucket_keys(journal_in_bucket)
+    assert not [k for k in keys if k.startswith("claims/")], keys
+    assert recorded_ids() == [created.id]
+    assert [o["id"] for o in active(rig)] == [created.id]
+
+
 @pytest.mark.parametrize("store", ["closed port", "missing bucket", "read-only"])
 def test_a_bucket_it_cannot_write_fails_the_create_before_its_post_naming_the_url(
     rig, journal_in_bucket, bucket, refusing_endpoint, monkeypatch, store

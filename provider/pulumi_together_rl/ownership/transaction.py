@@ -323,14 +323,8 @@ class CreateTransaction(Generic[Obj, Req]):
         assert self.held is not None
         try:
             self.held.write(id=ident, state=State.CREATED, answered_at=self.held.entry.answered_at or now())
-            self.held.bind(ident)
         except LeaseLost:
             self._keep_lost(ident)
-        except Taken as exc:
-            log(
-                f"warning: {self.kind.name} {ident}: this create's POST made it, but the create journal's claim of "
-                f"it names {exc.claim.owner or 'another create'}'s entry {exc.claim.entry}; the create goes on"
-            )
         except journal.Refused as exc:
             self.held.unrecorded = ident
             log(
@@ -338,6 +332,21 @@ class CreateTransaction(Generic[Obj, Req]):
                 f"({exc.cause}); the create goes on and the id reaches the stack's state with its answer. If this "
                 f"`pulumi up` is interrupted before it ends, check it with GET {self.kind.path}/{ident} and stop it "
                 f"(POST {self.kind.path}/{ident}/stop) if no stack holds it"
+            )
+            return
+        # The entry records the id now: a claim that cannot be written leaves it recorded (the next run of this
+        # declaration takes it over from the entry), so this is not the case above.
+        try:
+            self.held.bind(ident)
+        except Taken as exc:
+            log(
+                f"warning: {self.kind.name} {ident}: this create's POST made it, but the create journal's claim of "
+                f"it names {exc.claim.owner or 'another create'}'s entry {exc.claim.entry}; the create goes on"
+            )
+        except journal.Refused as exc:
+            log(
+                f"warning: {self.kind.name} {ident}: created, and the create journal's entry records its id, but "
+                f"its claim of the id could not be written ({exc.cause}); the create goes on"
             )
 
     def _keep_lost(self, ident: str) -> NoReturn:
