@@ -635,10 +635,19 @@ class JournalMachine(RuleBasedStateMachine):
         self.w.advance(journal.lease_seconds() + journal.CLOCK_MARGIN + 1.0)
         if self.pending:
             assert self._recover(), "recover refused with every runner dead and every lease expired"
-        for attempt in range(3):
+
+        # A refusal that says to run `pulumi up` again is followed, as a user would, as long as each run gets further:
+        # the journal must change between two such refusals (one that finds another's object recorded in an entry
+        # of this declaration drops that entry's id, and there may be one such entry per planted one).
+        def recorded() -> list[str]:
+            return sorted(s.name for s in self.entries() if s.entry.key == self.decl and s.entry.id)
+
+        attempts = 3 + len(recorded())
+        for attempt in range(attempts):
             if not self._may_start("r0"):
                 break
             before = set(self.objects_ids())
+            recorded_before = recorded()
             proc = self._launch("r0", None, False)
             assert proc.outcome is not None
             what, detail = proc.outcome
@@ -647,7 +656,10 @@ class JournalMachine(RuleBasedStateMachine):
                 break
             assert what == "refused", proc.outcome
             assert set(self.objects_ids()) == before, f"a refused create made something: {detail}"
-            if AGAIN in detail and attempt < 2:
+            if AGAIN in detail and attempt < attempts - 1:
+                assert recorded() != recorded_before or "recorded it first" not in detail, (
+                    f"a run again would find the same: {detail}"
+                )
                 continue
             reasons = self.ambiguity()
             assert reasons, f"the last create refused where nothing is ambiguous: {detail}"
