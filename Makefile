@@ -14,7 +14,7 @@ endif
 help:
 	@echo "make demo        # pulumi up + destroy of examples/quickstart against the bundled emulator"
 	@echo "make check       # the inner loop: lint, type check and every test that needs no CLI and no release build"
-	@echo "make test        # every tier: check, test-cli, test-release, with each tier's time (what CI runs)"
+	@echo "make test        # lint, type check, then every tier's tests in one run, each step timed (what CI runs)"
 	@echo "make test-cli    # the real-CLI scenarios"
 	@echo "make test-release  # upgrades from past releases, generated SDKs, built artifacts, the fault campaign"
 	@echo "make acceptance  # the acceptance tests against the real Together API (TOGETHER_RL_ACC=1 and a key; billed: docs/releasing.md)"
@@ -35,8 +35,11 @@ uv:
 
 # --compile-bytecode: every provider, program and language host is a fresh Python process, and where the environment
 # sets PYTHONDONTWRITEBYTECODE none of them would ever find its dependencies compiled (seconds per pulumi command).
+# UV_PYTHON: the machine's optimized build of the Python version uv picks, where uv would take another build of
+# it (scripts/venv-python.sh says why; it prints nothing otherwise, and keeps a UV_PYTHON of yours).
+VENV_PYTHON = $(shell UV="$(UV)" bash scripts/venv-python.sh)
 sync: uv
-	$(UV) sync --frozen --compile-bytecode
+	$(if $(VENV_PYTHON),UV_PYTHON=$(VENV_PYTHON) )$(UV) sync --frozen --compile-bytecode
 
 cli:
 	@bash scripts/pulumi-cli.sh
@@ -71,7 +74,8 @@ test-cli: sync
 test-release: sync
 	@UV="$(UV)" bash scripts/tiers.sh release
 
-# All three tiers, each tier's time printed at the end: the README's test command, and what CI runs.
+# The lint and type check, then every tier's tests in one run (scripts/tiers.sh all), each step's time printed at the
+# end: the README's test command, and what CI runs.
 test: sync
 	@UV="$(UV)" bash scripts/tiers.sh all
 

@@ -23,6 +23,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from harness.artifacts import base_python
 from harness.cli import ROOT
 
 SYNC_TIMEOUT = 1200  # seconds: a fresh machine downloads the release's wheels from PyPI
@@ -84,8 +85,11 @@ def build(revision: str, dest: Path) -> Release:
 
     uv = os.environ.get("UV") or shutil.which("uv")
     assert uv, "no `uv` on PATH: the old release's venv cannot be synced"
-    # The release's own project and lock, never the caller's venv (`uv run` exports VIRTUAL_ENV).
+    # The release's own project and lock, never the caller's venv (`uv run` exports VIRTUAL_ENV); on the interpreter
+    # this run's venv was made from, as a team runs every release of a stack on one Python (the state's pickled
+    # provider needs its minor version), and the optimized one where `make sync` chose it (scripts/venv-python.sh).
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    env["UV_PYTHON"] = str(base_python())
     try:
         sync = subprocess.run(
             [uv, "sync", "--frozen", "--no-dev"],
