@@ -4,9 +4,12 @@
 #            neither the Pulumi CLI nor a release build: the inner loop;
 #   cli      the real-CLI scenarios (the CLI from scripts/pulumi-cli.sh);
 #   release  upgrades from past releases, generated SDKs, built artifacts, the fault campaign;
-#   all      the three in turn, each tier's time printed at the end; fails if any tier failed (each still runs);
-#            meanwhile the release tier's store servers are built or installed in the background (see below).
-# PYTEST_ARGS is passed to every pytest run; CHECK_WORKERS, CLI_WORKERS and RELEASE_WORKERS set the workers.
+#   all      the lint and type check, then every tier's tests in one pool of TEST_WORKERS workers (tests/conftest.py
+#            orders them: the long ones first, the check tier's short ones filling in at the end); each step's time
+#            printed at the end; fails if either failed (both still run); meanwhile what the release tier uses
+#            (the store servers, the SDK builds) is built or installed in the background (see below).
+# PYTEST_ARGS is passed to every pytest run; CHECK_WORKERS, CLI_WORKERS, RELEASE_WORKERS and TEST_WORKERS set the
+# workers.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Bytecode is written during the tiers even where the environment says not to (PYTHONDONTWRITEBYTECODE): every
@@ -31,11 +34,13 @@ cli() {
 
 tier() {
     case "$1" in
-    check)
+    lint)
         "${UV[@]}" run --frozen ruff check provider harness tests scripts examples acceptance &&
             "${UV[@]}" run --frozen ruff format --check provider harness tests scripts examples acceptance &&
-            "${UV[@]}" run --frozen mypy &&
-            "${PYTEST[@]}" -m "not cli and not release" -n "${CHECK_WORKERS:-6}" "${EXTRA[@]}"
+            "${UV[@]}" run --frozen mypy
+        ;;
+    check)
+        tier lint && "${PYTEST[@]}" -m "not cli and not release" -n "${CHECK_WORKERS:-6}" "${EXTRA[@]}"
         ;;
     cli)
         cli
@@ -44,6 +49,12 @@ tier() {
     release)
         cli
         "${PYTEST[@]}" -m "release" -n "${RELEASE_WORKERS:-3}" "${EXTRA[@]}"
+        ;;
+    tests)
+        cli
+        # One test at a time to a worker that is free (pytest-xdist would otherwise hand each worker a contiguous
+        # quarter of its share at the start, and one worker would get every long test of the order).
+        "${PYTEST[@]}" -n "${TEST_WORKERS:-4}" --maxschedchunk 1 "${EXTRA[@]}"
         ;;
     *)
         echo "tiers: unknown tier $1 (check, cli, release, all)" >&2
@@ -61,8 +72,9 @@ fi
 # (an npm install, about half a minute); its SDK tests build the SDK generators (scripts/gen-sdk.sh: minutes from a
 # cold Go build cache) and build the Go and Java SDKs (harness/sdk_builds.py: many minutes with cold Go and Maven
 # caches, seconds warm; docs/plugin.md). These are started here, in the background at the lowest CPU priority, so
-# that the builds fill the time the check and cli tiers leave idle instead of adding to the run; a test that needs
-# one still runs its script, which waits for this one (a lock) or finds it cached. A failure here is the tests' to
+# that the builds take the time the tests leave idle instead of adding to the run (tests/conftest.py orders the
+# tests that use them after the CLI scenarios); a test that needs one still runs its script, which waits for this
+# one (a lock) or finds it cached. A failure here is the tests' to
 # report: the same script then says why.
 ahead_log="$(mktemp)"
 ahead_sdks="$(mktemp -d)"
@@ -81,7 +93,7 @@ ahead=$!
 summary=()
 status=0
 started=$SECONDS
-for name in check cli release; do
+for name in lint tests; do
     begin=$SECONDS
     echo "== tier $name" >&2
     tier "$name"

@@ -187,10 +187,28 @@ def yaml_bin() -> str:
 CLI_FIXTURES = {"cli_stack", "pulumi_bin", "yaml_bin"}
 
 
+# `make test` runs every tier's tests in one pool of workers (scripts/tiers.sh): the suite is CPU-bound on two cores,
+# and three pools in turn left a core idle at each one's end while its last long test ran. So the order of a run
+# is by what each test costs: the long release tests that need nothing built ahead start first, the CLI scenarios
+# next, then the release tests that use what scripts/tiers.sh builds ahead in the background (the SDK generators
+# and builds, the store servers: on a fresh machine that takes minutes), and the check tier's many short tests
+# last, which fill the workers as the long ones end. `make test` has pytest-xdist hand the tests out one at a time
+# as workers come free (scripts/tiers.sh), so the long ones run side by side first.
+# Within a rank the files keep their order.
+AFTER_BUILDS = {"test_generated_sdks.py", "test_bucket_store.py"}
+
+
+def run_order(item: pytest.Item) -> int:
+    if item.get_closest_marker("release"):
+        return 2 if item.path.name in AFTER_BUILDS else 0
+    return 1 if item.get_closest_marker("cli") else 3
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if CLI_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cli)
+    items.sort(key=run_order)
 
 
 @pytest.hookimpl(trylast=True)

@@ -548,7 +548,16 @@ def test_the_typescript_sdk_tarball_installs_and_type_checks(dist, tmp_path):
     (project / "tsconfig.json").write_text(
         json.dumps(
             {
-                "compilerOptions": {"strict": True, "target": "es2020", "module": "commonjs", "noEmit": True},
+                # skipLibCheck: the program is checked against the SDK's declarations, which the SDK's own build
+                # (its postinstall, strict) made from checked sources; checking every .d.ts under node_modules
+                # again (@pulumi/pulumi's, grpc's) took three times the CPU and proves nothing of this release.
+                "compilerOptions": {
+                    "strict": True,
+                    "target": "es2020",
+                    "module": "commonjs",
+                    "noEmit": True,
+                    "skipLibCheck": True,
+                },
                 "files": ["index.ts"],
             }
         )
