@@ -54,7 +54,7 @@ tier() {
         cli
         # One test at a time to a worker that is free (pytest-xdist would otherwise hand each worker a contiguous
         # quarter of its share at the start, and one worker would get every long test of the order).
-        "${PYTEST[@]}" -n "${TEST_WORKERS:-4}" --maxschedchunk 1 "${EXTRA[@]}"
+        "${PYTEST[@]}" -n "${TEST_WORKERS:-5}" --maxschedchunk 1 "${EXTRA[@]}"
         ;;
     *)
         echo "tiers: unknown tier $1 (check, cli, release, all)" >&2
