@@ -37,9 +37,10 @@ uv:
 # sets PYTHONDONTWRITEBYTECODE none of them would ever find its dependencies compiled (seconds per pulumi command).
 # UV_PYTHON: the machine's optimized build of the Python version uv picks, where uv would take another build of
 # it (scripts/venv-python.sh says why; it prints nothing otherwise, and keeps a UV_PYTHON of yours).
-VENV_PYTHON = $(shell UV="$(UV)" bash scripts/venv-python.sh)
 sync: uv
-	$(if $(VENV_PYTHON),UV_PYTHON=$(VENV_PYTHON) )$(UV) sync --frozen --compile-bytecode
+	@python="$$(UV="$(UV)" bash scripts/venv-python.sh)"; if [ -n "$$python" ]; then export UV_PYTHON="$$python"; fi; \
+	echo "$${UV_PYTHON:+UV_PYTHON=$$UV_PYTHON }$(UV) sync --frozen --compile-bytecode"; \
+	$(UV) sync --frozen --compile-bytecode
 
 cli:
 	@bash scripts/pulumi-cli.sh
