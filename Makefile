@@ -25,7 +25,7 @@ help:
 	@echo "make yaml-host   # provide the pinned Pulumi YAML language host (scripts/pulumi-yaml.sh) and print its folder"
 	@echo "make bench       # how the provider waits (overshoot, requests, 2 + 16 / 4 + 20 convergence) next to the together SDK"
 	@echo "make crashpoints # a one-resource up killed right before and after each create journal write, per store, then recover + up, judged"
-	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI, +3 runner cases), audited"
+	@echo "make chaos       # seeded fault campaign: 50 stacks up + destroy under injected faults (+2 via the CLI, +3 runner, +3 deadline cases), audited"
 	@echo "make lint        # ruff"
 	@echo "make mypy        # mypy: the package at its defaults, the core (resources, client, journal ...) as --strict"
 	@echo "make importtime  # import cost of pulumi_together_rl next to the official together SDK"
@@ -109,7 +109,7 @@ bench: sync
 # The CLI cycles run with the CLI that scripts/pulumi-cli.sh provides; without one they are skipped.
 chaos: sync
 	@bin="$$(bash scripts/pulumi-cli.sh)" || { bin=""; echo "make chaos: no Pulumi CLI; the CLI cycles will not run" >&2; }; \
-	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen python scripts/chaos.py --cycles 50 --cli-cycles 2 --runner-cycles 3 $(CHAOS_ARGS)
+	TOGETHER_RL_PULUMI_BIN="$$bin" $(UV) run --frozen python scripts/chaos.py --cycles 50 --cli-cycles 2 --runner-cycles 3 --deadline-cycles 3 $(CHAOS_ARGS)
 
 # The crash-point enumeration (harness/crashpoints.py, docs/development.md "Crash points"): every write of a create on
 # each store, the real provider and CLI SIGKILLed there; CRASHPOINTS_ARGS narrows it (--stores s3 --ks 6,7).

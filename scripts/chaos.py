@@ -125,8 +125,10 @@ counts the cycles in which its interrupt came; ``stragglers that lost their leas
 runner 1 failed saying so.
 
 Deadline cases (about 1 in 4 of the stand-in cycles with one stack, no kill and no twins, from an RNG of their own;
-every stand-in cycle with ``--focus deadline``, at one moment with ``--focus deadline-<moment>``; never through
-the CLI, whose example declares no deadline): every declared session has a ``stop_after``
+every stand-in cycle with ``--focus deadline``, at one moment with ``--focus deadline-<moment>``; with
+``--deadline-cycles K``, K more stand-in cycles after the others, deadline cycle N at moment
+``DEADLINE_MOMENTS[N % 3]``, so that a campaign has every moment whatever its draw; never through the CLI, whose
+example declares no deadline): every declared session has a ``stop_after``
 (``resources/deadline.py``, docs/cost.md), and it passes
 
 * **during a create**: a time :data:`DEADLINE_CREATE_AHEAD` (6 s) ahead of the sessions' first declaration, and a
@@ -274,6 +276,7 @@ Run it (deterministic given the seed, apart from thread timing):
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --dry-run   # print the plans only
     uv run --frozen python scripts/chaos.py --seed 7 --cycles 12 --focus session-act-then-5xx   # in every cycle
     uv run --frozen python scripts/chaos.py --seed 7 --cycles 8 --focus deadline   # a deadline case in every cycle
+    uv run --frozen python scripts/chaos.py --seed 1 --cycles 0 --deadline-cycles 3   # each deadline moment once
     uv run --frozen python scripts/chaos.py --seed 1 --cycles 50 --evidence /tmp/chaos-evidence  # keep what
         # a cycle with a finding saw: provider/CLI output, errors, the emulator's final state and request log
 
@@ -3305,6 +3308,12 @@ def main(argv: list[str] | None = None) -> int:
         help="further cycles with state and journal in a bucket and runners as machines (RUNNER_CASES in turn)",
     )
     parser.add_argument(
+        "--deadline-cycles",
+        type=int,
+        default=0,
+        help="further stand-in cycles with a deadline case, at each moment in turn (DEADLINE_MOMENTS)",
+    )
+    parser.add_argument(
         "--focus",
         choices=FOCUSES,
         default=None,
@@ -3327,14 +3336,19 @@ def main(argv: list[str] | None = None) -> int:
     cycles = range(args.first_cycle, args.first_cycle + args.cycles)
     cli_cycles = range(cycles.stop, cycles.stop + args.cli_cycles)
     runner_cycles = range(cli_cycles.stop, cli_cycles.stop + args.runner_cycles)
+    deadline_cycles = range(runner_cycles.stop, runner_cycles.stop + args.deadline_cycles)
+    every = (*cycles, *cli_cycles, *runner_cycles, *deadline_cycles)
 
     def plan_of(cycle: int) -> Plan:
         if cycle in runner_cycles:
             return make_runner_plan(args.seed, cycle, focus=args.focus)
+        if cycle in deadline_cycles:
+            moment = DEADLINE_MOMENTS[cycle % len(DEADLINE_MOMENTS)]
+            return make_plan(args.seed, cycle, focus=f"deadline-{moment}")
         return make_plan(args.seed, cycle, cli=cycle in cli_cycles, focus=args.focus)
 
     if args.dry_run:
-        for cycle in (*cycles, *cli_cycles, *runner_cycles):
+        for cycle in every:
             plan = plan_of(cycle)
             ranks = ",".join(str(s[2]) for s in plan.sessions)
             print(
@@ -3348,7 +3362,7 @@ def main(argv: list[str] | None = None) -> int:
     reports: list[Report] = []
     started = time.monotonic()
     try:
-        for cycle in (*cycles, *cli_cycles, *runner_cycles):
+        for cycle in every:
             plan = plan_of(cycle)
             report = campaign.run_cli_cycle(plan) if plan.cli else campaign.run_cycle(plan)
             if report is None:
@@ -3361,9 +3375,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"{report.seconds:.1f} s",
                     flush=True,
                 )
-            replay = (
-                f"--seed {args.seed} --first-cycle {cycle} "
-                + (f"--focus {args.focus} " if args.focus else "")
+            replay = f"--seed {args.seed} --first-cycle {cycle} " + (
+                "--cycles 0 --deadline-cycles 1"
+                if cycle in deadline_cycles
+                else (f"--focus {args.focus} " if args.focus else "")
                 + (
                     "--cycles 0 --cli-cycles 1"
                     if plan.cli
