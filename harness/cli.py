@@ -6,8 +6,9 @@ could not provide one); anywhere else the script runs once. What a missing CLI m
 the suite's ``pulumi_bin`` fixture (tests/conftest.py) skips, or fails where ``TOGETHER_RL_REQUIRE_CLI=1``.
 
 :class:`CLIStack` is one throwaway stack of a project directory: a file backend and ``PULUMI_HOME`` under the
-test's temporary folder, passphrase secrets, the emulator's URL and key in the stack config, nothing from the
-caller's ``TOGETHER_*`` environment. Every command runs as a subprocess with ``--non-interactive``.
+test's temporary folder, secrets encrypted by a loopback KMS (:mod:`harness.secrets` says why not a passphrase),
+the emulator's URL and key in the stack config, nothing from the caller's ``TOGETHER_*`` environment. Every
+command runs as a subprocess with ``--non-interactive``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import secrets
 from .faces import DYNAMIC, Face
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,8 +84,9 @@ def unavailable(reason: str) -> NoReturn:
 
 
 def cli_env(bin_dir: str, home: Path, backend: Path | None, **extra: str | None) -> dict[str, str]:
-    """The environment of a CLI command: the pinned CLI and uv first on PATH, nothing from TOGETHER_*;
-    ``backend``: the file backend (``PULUMI_BACKEND_URL``), or None for the one ``pulumi login`` chose."""
+    """The environment of a CLI command: the pinned CLI and uv first on PATH, nothing from TOGETHER_*, the
+    credentials of the loopback AWS servers (:data:`harness.secrets.ENV`); ``backend``: the file backend
+    (``PULUMI_BACKEND_URL``), or None for the one ``pulumi login`` chose."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOGETHER_", "PULUMI_"))}
     path = [bin_dir]
     uv = os.environ.get("UV") or shutil.which("uv")
@@ -91,6 +94,7 @@ def cli_env(bin_dir: str, home: Path, backend: Path | None, **extra: str | None)
         path.append(str(Path(uv).parent))
     env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
     env.update(
+        secrets.ENV,
         PULUMI_HOME=str(home),
         PULUMI_CONFIG_PASSPHRASE=PASSPHRASE,
         PULUMI_SKIP_UPDATE_CHECK="true",
@@ -190,9 +194,9 @@ class CLIStack:
         return result
 
     def init(self, config: dict[str, Any] | None = None, *, api_key: str | None = None) -> CLIStack:
-        """``stack init`` with passphrase secrets, then the emulator's URL, the key (as a secret) and ``config``
-        in one ``config set-all``: two commands, however much config."""
-        self.run("stack", "init", "--secrets-provider", "passphrase")
+        """``stack init`` with the suite's secrets provider (:mod:`harness.secrets`), then the emulator's URL, the
+        key (as a secret) and ``config`` in one ``config set-all``: two commands, however much config."""
+        self.run("stack", "init", "--secrets-provider", secrets.provider_url())
         self.initialized = True
         settings: dict[str, Any] = {f"{self.face.config}:baseUrl": self.emulator.base_url, **(config or {})}
         self.set_all(settings, secrets={f"{self.face.config}:apiKey": api_key or self.emulator.api_key})

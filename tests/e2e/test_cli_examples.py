@@ -1,6 +1,6 @@
 """Every example through the real Pulumi CLI, against the emulator, as a user runs it.
 
-Each stack has a file backend and passphrase secrets in the test's temporary folder (harness/cli.py). Per
+Each stack has a file backend in the test's temporary folder and KMS-encrypted secrets (harness/cli.py). Per
 example: preview shows the creates and sends no write; up; `preview --expect-no-changes`; a rename is an
 in-place update (one PATCH); a LoRA rank change is a replacement, deleted before it is created; an out-of-band
 stop is dropped by refresh and recreated by up; destroy leaves nothing active in the emulator.
