@@ -24,6 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
@@ -31,6 +32,17 @@ import httpx
 REGION = "us-east-1"
 STARTUP_TIMEOUT = 30.0
 """Seconds the server gets to answer its first request (moto imports every service it knows: a few seconds)."""
+
+
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": REGION,
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+"""What reaches moto's server (it takes any credentials): its region, and no instance-metadata lookups (nothing
+answers them on a test machine)."""
 
 
 def free_port() -> int:
@@ -66,13 +78,7 @@ class Bucket:
     def env(self) -> dict[str, str]:
         """What the CLI (gocloud.dev) and the provider (obstore) need to reach the server: credentials (moto takes
         any), the region, and no instance-metadata lookups (nothing answers them on a test machine)."""
-        return {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": REGION,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_EC2_METADATA_DISABLED": "true",
-        }
+        return dict(AWS_ENV)
 
     def keys(self, prefix: str = "") -> list[str]:
         """Every key of the bucket under ``prefix`` (S3 ListObjectsV2, one page: a test's bucket is small)."""
@@ -212,21 +218,28 @@ class S3Server:
             os.unlink(self._recording)
 
 
+def aws_client(service: str, endpoint: str) -> Any:
+    """A boto3 client of ``service`` at the server on ``endpoint`` (``127.0.0.1:<port>``), with :data:`AWS_ENV`'s
+    credentials: boto3 is moto's own client library, not the code under test, and what the tests set up or read
+    the servers with."""
+    import boto3
+
+    return boto3.client(
+        service,
+        endpoint_url=f"http://{endpoint}",
+        region_name=REGION,
+        aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
 def read_object(bucket: Bucket, key: str) -> bytes | None:
     """The bytes at ``key`` of ``bucket`` (None: no such key), read with boto3 (moto's own client library: not the
     code under test), signed with the bucket's credentials (moto refuses an unsigned read of an object: 403):
     what a test checks the journal or the state by."""
-    import boto3
     from botocore.exceptions import ClientError
 
-    env = bucket.env
-    client = boto3.client(
-        "s3",
-        endpoint_url=f"http://{bucket.endpoint}",
-        region_name=REGION,
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-    )
+    client = aws_client("s3", bucket.endpoint)
     try:
         return client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
     except ClientError as exc:

@@ -18,17 +18,12 @@ import atexit
 import functools
 import threading
 
-from .bucket import REGION, S3Server
+from .bucket import AWS_ENV, REGION, S3Server, aws_client
 
 ALIAS = "alias/together-rl-test-stacks"
-ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_REGION": REGION,
-    "AWS_EC2_METADATA_DISABLED": "true",  # nothing answers instance-metadata lookups on a test machine
-}
-"""What a CLI command needs to reach the server (moto takes any credentials): :func:`harness.cli.cli_env` sets it,
-and a bucket's own variables (:attr:`harness.bucket.Bucket.env`) are the same."""
+ENV = AWS_ENV
+"""What a CLI command needs to reach the server: :func:`harness.cli.cli_env` sets it (a bucket's own variables,
+:attr:`harness.bucket.Bucket.env`, are the same)."""
 
 _lock = threading.Lock()
 
@@ -37,17 +32,9 @@ _lock = threading.Lock()
 def _server() -> S3Server:
     """moto's server (the one :mod:`harness.bucket` runs: moto serves every AWS service it knows on one port),
     with one symmetric key under :data:`ALIAS`."""
-    import boto3  # moto's own client library, as harness.bucket.read_object uses it: not the code under test
-
     server = S3Server().start()
     atexit.register(server.__exit__, None, None, None)
-    kms = boto3.client(
-        "kms",
-        endpoint_url=f"http://{server.endpoint}",
-        region_name=REGION,
-        aws_access_key_id=ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=ENV["AWS_SECRET_ACCESS_KEY"],
-    )
+    kms = aws_client("kms", server.endpoint)
     key = kms.create_key(Description="the suite's test stacks")["KeyMetadata"]["KeyId"]
     kms.create_alias(AliasName=ALIAS, TargetKeyId=key)
     return server
