@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import secrets
+from .bucket import AWS_ENV
 from .faces import DYNAMIC, Face
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,8 +86,9 @@ def unavailable(reason: str) -> NoReturn:
 
 def cli_env(bin_dir: str, home: Path, backend: Path | None, **extra: str | None) -> dict[str, str]:
     """The environment of a CLI command: the pinned CLI and uv first on PATH, nothing from TOGETHER_*, the
-    credentials of the loopback AWS servers (:data:`harness.secrets.ENV`); ``backend``: the file backend
-    (``PULUMI_BACKEND_URL``), or None for the one ``pulumi login`` chose."""
+    credentials of the loopback AWS servers (:data:`harness.bucket.AWS_ENV`: the buckets' and the KMS's of
+    :mod:`harness.secrets`); ``backend``: the file backend (``PULUMI_BACKEND_URL``), or None for the one ``pulumi
+    login`` chose."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOGETHER_", "PULUMI_"))}
     path = [bin_dir]
     uv = os.environ.get("UV") or shutil.which("uv")
@@ -94,7 +96,7 @@ def cli_env(bin_dir: str, home: Path, backend: Path | None, **extra: str | None)
         path.append(str(Path(uv).parent))
     env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
     env.update(
-        secrets.ENV,
+        AWS_ENV,
         PULUMI_HOME=str(home),
         PULUMI_CONFIG_PASSPHRASE=PASSPHRASE,
         PULUMI_SKIP_UPDATE_CHECK="true",

@@ -18,13 +18,9 @@ import atexit
 import functools
 import threading
 
-from .bucket import AWS_ENV, REGION, S3Server, aws_client
+from .bucket import REGION, S3Server, aws_client
 
 ALIAS = "alias/together-rl-test-stacks"
-ENV = AWS_ENV
-"""What a CLI command needs to reach the server: :func:`harness.cli.cli_env` sets it (a bucket's own variables,
-:attr:`harness.bucket.Bucket.env`, are the same)."""
-
 _lock = threading.Lock()
 
 

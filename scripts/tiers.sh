@@ -57,7 +57,7 @@ tier() {
         "${PYTEST[@]}" -n "${TEST_WORKERS:-5}" --maxschedchunk 1 "${EXTRA[@]}"
         ;;
     *)
-        echo "tiers: unknown tier $1 (check, cli, release, all)" >&2
+        echo "tiers: unknown tier $1 (lint, check, cli, release, tests, all)" >&2
         return 2
         ;;
     esac
